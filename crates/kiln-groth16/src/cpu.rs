@@ -1,0 +1,106 @@
+//! The CPU backend: H polynomial through kiln's NTT, MSMs through blst's
+//! Pippenger with the zero/one split, points decoded from the mapped
+//! parameters in bounded chunks.
+
+use std::sync::Arc;
+
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use ff::Field;
+use group::Group;
+
+use crate::error::ProveError;
+use crate::msm::{msm_g1, msm_g2};
+use crate::ntt::{h_polynomial, Domain};
+use crate::params::{ParamsFile, Section};
+use crate::prover::{MsmResults, PendingMsms, PhaseTimings, ProverBackend, Ready};
+use kiln_synth::{Assignment, Density};
+
+/// Points decoded at a time: bounds the decoded copy of a section in RAM
+/// (2^20 G1 points = 96 MiB) however large the parameter file.
+const CHUNK: usize = 1 << 20;
+
+/// Groth16 on the CPU (all cores, via rayon).
+#[derive(Clone, Debug, Default)]
+pub struct CpuBackend;
+
+impl ProverBackend for CpuBackend {
+    fn name(&self) -> String {
+        "cpu".into()
+    }
+
+    fn start(&self, params: &Arc<ParamsFile>, asg: Assignment) -> Result<Box<dyn PendingMsms>, ProveError> {
+        let mut t = PhaseTimings::default();
+        let shape = params.shape();
+        let domain = Domain::get(shape.domain().trailing_zeros());
+        // Copy a/b/c into owned, domain-sized vectors: the NTT works in place
+        // and the caller's buffers may be fixed-size pinned memory.
+        let (mut a, mut b, mut c) = t.time("copy_abc", || {
+            let pad = |v: &[Scalar]| {
+                let mut out = Vec::with_capacity(domain.n);
+                out.extend_from_slice(v);
+                out.resize(domain.n, Scalar::ZERO);
+                out
+            };
+            (pad(asg.a()), pad(asg.b()), pad(asg.c()))
+        });
+        t.time("h_poly", || h_polynomial(&domain, &mut a, &mut b, &mut c));
+        drop((b, c));
+        a.truncate(shape.h_len);
+        let h = t.time("msm_h", || g1_section_msm(params, Section::H, 0, &a))?;
+        drop(a);
+
+        let aux = asg.aux();
+        let inputs = &asg.input;
+        let l = t.time("msm_l", || g1_section_msm(params, Section::L, 0, aux))?;
+        let a_q = t.time("msm_a", || -> Result<_, ProveError> {
+            let a_in = g1_section_msm(params, Section::A, 0, inputs)?;
+            let sel = select(aux, &asg.a_aux_density);
+            Ok(a_in + g1_section_msm(params, Section::A, inputs.len(), &sel)?)
+        })?;
+        let b_in_sel = select(inputs, &asg.b_input_density);
+        let b_aux_sel = select(aux, &asg.b_aux_density);
+        let b_g1 = t.time("msm_b_g1", || -> Result<_, ProveError> {
+            Ok(g1_section_msm(params, Section::BG1, 0, &b_in_sel)?
+                + g1_section_msm(params, Section::BG1, b_in_sel.len(), &b_aux_sel)?)
+        })?;
+        let b_g2 = t.time("msm_b_g2", || -> Result<_, ProveError> {
+            Ok(g2_msm(params, 0, &b_in_sel)? + g2_msm(params, b_in_sel.len(), &b_aux_sel)?)
+        })?;
+        Ok(Box::new(Ready(MsmResults { h, l, a: a_q, b_g1, b_g2 }, t)))
+    }
+}
+
+/// The scalars whose density bit is set, in order (they pair with the
+/// stored query points one to one).
+fn select(values: &[Scalar], density: &Density) -> Vec<Scalar> {
+    density.iter_set().map(|i| values[i]).collect()
+}
+
+/// `sum scalars[i] * section[first + i]`, decoding points chunk by chunk.
+fn g1_section_msm(params: &ParamsFile, section: Section, first: usize, scalars: &[Scalar]) -> Result<G1Projective, ProveError> {
+    let mut acc = G1Projective::identity();
+    let mut pts: Vec<G1Affine> = Vec::new();
+    for (ci, s) in scalars.chunks(CHUNK).enumerate() {
+        if s.iter().all(|x| bool::from(x.is_zero())) {
+            continue;
+        }
+        let start = first + ci * CHUNK;
+        params.g1_points(section, start..start + s.len(), &mut pts)?;
+        acc += msm_g1(&pts, s);
+    }
+    Ok(acc)
+}
+
+fn g2_msm(params: &ParamsFile, first: usize, scalars: &[Scalar]) -> Result<G2Projective, ProveError> {
+    let mut acc = G2Projective::identity();
+    let mut pts: Vec<G2Affine> = Vec::new();
+    for (ci, s) in scalars.chunks(CHUNK).enumerate() {
+        if s.iter().all(|x| bool::from(x.is_zero())) {
+            continue;
+        }
+        let start = first + ci * CHUNK;
+        params.g2_points(start..start + s.len(), &mut pts)?;
+        acc += msm_g2(&pts, s);
+    }
+    Ok(acc)
+}

@@ -1,0 +1,37 @@
+//! Errors of the prover and of parameter files.
+
+use std::path::PathBuf;
+
+/// A parameter file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ParamsError {
+    #[error("cannot read parameters {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("parameters are truncated: {what} needs bytes up to offset {needed}, the file has {actual}")]
+    Truncated { what: String, needed: u64, actual: u64 },
+    #[error("parameters have {extra} unexpected bytes after the last section")]
+    TrailingBytes { extra: u64 },
+    #[error("parameters are invalid: {what} element {index} is {reason}")]
+    InvalidPoint { what: &'static str, index: usize, reason: &'static str },
+}
+
+/// Proving failed. Nothing of it is fatal to the process.
+#[derive(Debug, thiserror::Error)]
+pub enum ProveError {
+    #[error(transparent)]
+    Synth(#[from] kiln_synth::SynthError),
+    #[error(transparent)]
+    Params(#[from] ParamsError),
+    /// The circuit and the parameters disagree: parameters of another circuit.
+    #[error("these parameters belong to another circuit: {what} is {circuit} in the circuit but {params} in the parameters")]
+    ShapeMismatch { what: &'static str, circuit: usize, params: usize },
+    /// delta is the identity in the verifying key: a subverted setup.
+    #[error("the verifying key's delta is the point at infinity (subverted parameters)")]
+    UnexpectedIdentity,
+    /// The finished proof does not verify; it is never returned.
+    #[error("the proof failed verification against the verifying key ({0})")]
+    NotVerified(String),
+    /// A backend-specific failure (e.g. a CUDA error) affecting this proof only.
+    #[error("{backend} backend failed: {message}")]
+    Backend { backend: &'static str, message: String },
+}

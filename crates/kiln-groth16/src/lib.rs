@@ -1,0 +1,44 @@
+//! kiln-groth16: the Groth16 prover over BLS12-381.
+//!
+//! - [`ParamsFile`]: proving keys in bellperson's `.params` format, memory-mapped.
+//! - [`prove_start`] / [`finish`]: the split API GPU provers need — once
+//!   `prove_start` returns, the assignment's (pinned) buffers are free again;
+//!   `finish` waits for the MSMs, assembles A, B, C with the randomizers and
+//!   verifies the proof against the verifying key. [`prove`] does all of it.
+//! - [`ProverBackend`]: where the H polynomial and the five MSMs run;
+//!   [`CpuBackend`] here, the GPU backend beside it.
+//!
+//! Proofs are bellperson's `Proof<Bls12>`: byte-compatible with what
+//! bellperson and filecoin-proofs produce and verify.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use kiln_groth16::{prove, CpuBackend, ParamsFile};
+//! use kiln_synth::workload::{SyntheticCircuit, WorkloadKind};
+//!
+//! let params = Arc::new(ParamsFile::open("circuit.params")?);
+//! let circuit = SyntheticCircuit::filling_domain(WorkloadKind::Dense, 16, 4).with_witness(1);
+//! let proved = prove(&CpuBackend, &params, circuit, &mut rand::thread_rng())?;
+//! assert_eq!(proved.to_bytes().len(), 192);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod blst_ffi;
+pub mod cpu;
+pub mod error;
+pub mod msm;
+pub mod ntt;
+pub mod params;
+pub mod prover;
+pub mod setup;
+
+pub use cpu::CpuBackend;
+pub use error::{ParamsError, ProveError};
+pub use params::{ParamsFile, ParamsShape, Section};
+pub use prover::{
+    check_shape, finish, prove, prove_start, MsmResults, PendingMsms, PendingProof, PhaseTimings, ProvedProof,
+    ProverBackend, Randomness, Ready,
+};
+
+pub use bellperson::groth16::{Proof, VerifyingKey};
+pub use blstrs::Bls12;

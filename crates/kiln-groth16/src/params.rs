@@ -1,0 +1,279 @@
+//! Groth16 parameters in bellperson's file format (Filecoin's `.params`),
+//! memory-mapped: sections are located once, and points are decoded chunk by
+//! chunk when a prover needs them, so a file is never copied whole into RAM.
+//!
+//! Layout (all integers big-endian, points uncompressed):
+//! `vk | u32 |h| h.. | u32 |l| l.. | u32 |a| a.. | u32 |b_g1| b_g1.. | u32 |b_g2| b_g2..`
+//! with vk = `alpha_g1 beta_g1 beta_g2 gamma_g2 delta_g1 delta_g2 u32 |ic| ic..`.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use bellperson::groth16::{prepare_verifying_key, Parameters, PreparedVerifyingKey, VerifyingKey};
+use blstrs::{Bls12, G1Affine, G2Affine};
+use memmap2::Mmap;
+use rayon::prelude::*;
+
+use crate::error::ParamsError;
+
+const G1_BYTES: usize = 96;
+const G2_BYTES: usize = 192;
+const VK_FIXED_BYTES: usize = 3 * G1_BYTES + 3 * G2_BYTES; // alpha, beta, delta in G1; beta, gamma, delta in G2
+
+/// The five point vectors of a proving key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Section {
+    /// `tau^i t(tau) / delta`, one per coefficient of h (domain - 1).
+    H,
+    /// One per aux variable.
+    L,
+    /// A query: inputs, then aux variables with A density.
+    A,
+    /// B query in G1: inputs with B density, then aux with B density.
+    BG1,
+    /// B query in G2 (same selection as BG1).
+    BG2,
+}
+
+impl Section {
+    pub const ALL: [Section; 5] = [Section::H, Section::L, Section::A, Section::BG1, Section::BG2];
+    pub fn name(self) -> &'static str {
+        match self {
+            Section::H => "h",
+            Section::L => "l",
+            Section::A => "a",
+            Section::BG1 => "b_g1",
+            Section::BG2 => "b_g2",
+        }
+    }
+    fn point_bytes(self) -> usize {
+        if self == Section::BG2 { G2_BYTES } else { G1_BYTES }
+    }
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Where a section's points lie in the file.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    offset: usize,
+    len: usize,
+}
+
+/// The sizes of a proving key's vectors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParamsShape {
+    /// `ic.len()`: public inputs including ONE.
+    pub num_inputs: usize,
+    pub h_len: usize,
+    pub l_len: usize,
+    pub a_len: usize,
+    pub b_g1_len: usize,
+    pub b_g2_len: usize,
+}
+
+impl ParamsShape {
+    /// The evaluation domain the parameters were made for (`h_len + 1`).
+    pub fn domain(&self) -> usize {
+        self.h_len + 1
+    }
+}
+
+enum Backing {
+    Mapped(Mmap),
+    Owned(Vec<u8>),
+}
+
+impl Backing {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Backing::Mapped(m) => m,
+            Backing::Owned(v) => v,
+        }
+    }
+}
+
+/// A Groth16 proving key, mapped from a file (or held in memory for tests).
+pub struct ParamsFile {
+    backing: Backing,
+    path: Option<PathBuf>,
+    vk: VerifyingKey<Bls12>,
+    pvk: PreparedVerifyingKey<Bls12>,
+    spans: [Span; 5],
+}
+
+impl std::fmt::Debug for ParamsFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParamsFile").field("path", &self.path).field("shape", &self.shape()).finish()
+    }
+}
+
+impl ParamsFile {
+    /// Map a `.params` file and index its sections. Reads only the verifying
+    /// key and the section headers; fails on a truncated or oversized file.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, ParamsError> {
+        let path = path.as_ref();
+        let io = |source| ParamsError::Io { path: path.to_path_buf(), source };
+        let file = std::fs::File::open(path).map_err(io)?;
+        // SAFETY: the mapping is read-only; parameter files are written once
+        // (atomically renamed into place) and never modified while mapped.
+        let map = unsafe { Mmap::map(&file) }.map_err(io)?;
+        #[cfg(unix)]
+        let _ = map.advise(memmap2::Advice::Sequential);
+        let mut p = Self::index(Backing::Mapped(map))?;
+        p.path = Some(path.to_path_buf());
+        Ok(p)
+    }
+
+    /// Parameters held in memory, in the file format.
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<Self, ParamsError> {
+        Self::index(Backing::Owned(bytes))
+    }
+
+    /// Serialize bellperson parameters into the file format, in memory.
+    pub fn from_parameters(params: &Parameters<Bls12>) -> Self {
+        let mut bytes = Vec::new();
+        params.write(&mut bytes).expect("writing to a Vec cannot fail");
+        Self::from_bytes(bytes).expect("bellperson writes well-formed parameters")
+    }
+
+    fn index(backing: Backing) -> Result<Self, ParamsError> {
+        let data = backing.bytes();
+        let total = data.len() as u64;
+        let need = |what: &str, end: usize| {
+            if end > data.len() {
+                Err(ParamsError::Truncated { what: what.to_string(), needed: end as u64, actual: total })
+            } else {
+                Ok(())
+            }
+        };
+        need("verifying key", VK_FIXED_BYTES + 4)?;
+        let ic_len = read_u32(data, VK_FIXED_BYTES) as usize;
+        let vk_end = VK_FIXED_BYTES + 4 + ic_len * G1_BYTES;
+        need("verifying key ic", vk_end)?;
+        let vk = VerifyingKey::<Bls12>::read(&data[..vk_end]).map_err(|_| ParamsError::InvalidPoint {
+            what: "verifying key",
+            index: 0,
+            reason: "not a valid curve point",
+        })?;
+        let mut spans = [Span { offset: 0, len: 0 }; 5];
+        let mut at = vk_end;
+        for s in Section::ALL {
+            need(&format!("{} length", s.name()), at + 4)?;
+            let len = read_u32(data, at) as usize;
+            let offset = at + 4;
+            let end = offset
+                .checked_add(len.checked_mul(s.point_bytes()).unwrap_or(usize::MAX))
+                .unwrap_or(usize::MAX);
+            need(&format!("{} ({len} points)", s.name()), end)?;
+            spans[s.index()] = Span { offset, len };
+            at = end;
+        }
+        if at != data.len() {
+            return Err(ParamsError::TrailingBytes { extra: (data.len() - at) as u64 });
+        }
+        let pvk = prepare_verifying_key(&vk);
+        Ok(ParamsFile { backing, path: None, vk, pvk, spans })
+    }
+
+    /// The file this was mapped from, if any.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Size of the parameters in bytes.
+    pub fn size_bytes(&self) -> u64 {
+        self.backing.bytes().len() as u64
+    }
+
+    pub fn vk(&self) -> &VerifyingKey<Bls12> {
+        &self.vk
+    }
+
+    pub fn prepared_vk(&self) -> &PreparedVerifyingKey<Bls12> {
+        &self.pvk
+    }
+
+    pub fn shape(&self) -> ParamsShape {
+        let l = |s: Section| self.spans[s.index()].len;
+        ParamsShape {
+            num_inputs: self.vk.ic.len(),
+            h_len: l(Section::H),
+            l_len: l(Section::L),
+            a_len: l(Section::A),
+            b_g1_len: l(Section::BG1),
+            b_g2_len: l(Section::BG2),
+        }
+    }
+
+    /// Number of points in `section`.
+    pub fn len(&self, section: Section) -> usize {
+        self.spans[section.index()].len
+    }
+
+    /// The raw (uncompressed, big-endian) bytes of points `range` of `section`.
+    pub fn raw(&self, section: Section, range: Range<usize>) -> &[u8] {
+        let span = self.spans[section.index()];
+        assert!(range.end <= span.len, "{} range {range:?} out of {}", section.name(), span.len);
+        let b = section.point_bytes();
+        &self.backing.bytes()[span.offset + range.start * b..span.offset + range.end * b]
+    }
+
+    /// Decode G1 points `range` of `section` into `out` (cleared first), in
+    /// parallel. Checks that each point is on the curve and not at infinity;
+    /// the subgroup check is skipped, as bellperson's mapped reader does
+    /// (every proof is verified, so a bad point cannot yield an accepted proof).
+    pub fn g1_points(&self, section: Section, range: Range<usize>, out: &mut Vec<G1Affine>) -> Result<(), ParamsError> {
+        assert!(section != Section::BG2, "b_g2 holds G2 points");
+        let start = range.start;
+        decode_into(self.raw(section, range), out, G1_BYTES, |chunk, i| {
+            let bytes: &[u8; G1_BYTES] = chunk.try_into().expect("chunk is one point");
+            let p = Option::<G1Affine>::from(G1Affine::from_uncompressed_unchecked(bytes));
+            check(p, section, start + i)
+        })
+    }
+
+    /// Decode G2 points `range` of the b_g2 section into `out`.
+    pub fn g2_points(&self, range: Range<usize>, out: &mut Vec<G2Affine>) -> Result<(), ParamsError> {
+        let start = range.start;
+        decode_into(self.raw(Section::BG2, range), out, G2_BYTES, |chunk, i| {
+            let bytes: &[u8; G2_BYTES] = chunk.try_into().expect("chunk is one point");
+            let p = Option::<G2Affine>::from(G2Affine::from_uncompressed_unchecked(bytes));
+            check(p, Section::BG2, start + i)
+        })
+    }
+}
+
+fn check<P: group::prime::PrimeCurveAffine>(p: Option<P>, section: Section, index: usize) -> Result<P, ParamsError> {
+    match p {
+        None => Err(ParamsError::InvalidPoint { what: section.name(), index, reason: "not on the curve" }),
+        Some(p) if bool::from(p.is_identity()) => {
+            Err(ParamsError::InvalidPoint { what: section.name(), index, reason: "the point at infinity" })
+        }
+        Some(p) => Ok(p),
+    }
+}
+
+fn decode_into<P: Send + Copy + Default>(
+    raw: &[u8],
+    out: &mut Vec<P>,
+    point_bytes: usize,
+    decode: impl Fn(&[u8], usize) -> Result<P, ParamsError> + Sync,
+) -> Result<(), ParamsError> {
+    let n = raw.len() / point_bytes;
+    out.clear();
+    out.resize(n, P::default());
+    out.par_chunks_mut(4096).enumerate().try_for_each(|(ci, dst)| {
+        let base = ci * 4096;
+        for (j, d) in dst.iter_mut().enumerate() {
+            let i = base + j;
+            *d = decode(&raw[i * point_bytes..(i + 1) * point_bytes], i)?;
+        }
+        Ok(())
+    })
+}
+
+fn read_u32(data: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes(data[at..at + 4].try_into().expect("4 bytes"))
+}

@@ -1,0 +1,222 @@
+//! The split prover API: `prove_start` (after which the assignment's
+//! buffers may be reused) and `finish` (assembly and verification), over
+//! any [`ProverBackend`].
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bellperson::groth16::{verify_proof, Proof};
+use bellpepper_core::Circuit;
+use blstrs::{Bls12, G1Projective, G2Projective, Scalar};
+use ff::Field;
+use group::{prime::PrimeCurveAffine, Curve};
+use rand_core::RngCore;
+
+use crate::error::ProveError;
+use crate::params::ParamsFile;
+use kiln_synth::{Assignment, AssignmentBuffers, CircuitShape};
+
+/// The five MSM results a backend computes for one proof.
+#[derive(Clone, Copy, Debug)]
+pub struct MsmResults {
+    /// `sum h_i * H_i`.
+    pub h: G1Projective,
+    /// `sum aux_i * L_i`.
+    pub l: G1Projective,
+    /// A query: inputs and dense aux.
+    pub a: G1Projective,
+    /// B query in G1.
+    pub b_g1: G1Projective,
+    /// B query in G2.
+    pub b_g2: G2Projective,
+}
+
+/// Wall time spent in each phase of one proof, as measured by the backend.
+#[derive(Clone, Debug, Default)]
+pub struct PhaseTimings {
+    /// (phase name, duration) in the order they ran.
+    pub phases: Vec<(&'static str, Duration)>,
+}
+
+impl PhaseTimings {
+    pub fn push(&mut self, name: &'static str, d: Duration) {
+        self.phases.push((name, d));
+    }
+    /// Run `f`, recording its wall time under `name`.
+    pub fn time<T>(&mut self, name: &'static str, f: impl FnOnce() -> T) -> T {
+        let t = Instant::now();
+        let out = f();
+        self.push(name, t.elapsed());
+        out
+    }
+    pub fn total(&self) -> Duration {
+        self.phases.iter().map(|(_, d)| *d).sum()
+    }
+}
+
+/// Work a backend has started for one proof; `wait` blocks until the MSM
+/// results are ready (a GPU backend returns before its kernels finish).
+pub trait PendingMsms: Send {
+    fn wait(self: Box<Self>) -> Result<(MsmResults, PhaseTimings), ProveError>;
+}
+
+/// MSM results that are already computed (the CPU backend's case).
+pub struct Ready(pub MsmResults, pub PhaseTimings);
+
+impl PendingMsms for Ready {
+    fn wait(self: Box<Self>) -> Result<(MsmResults, PhaseTimings), ProveError> {
+        Ok((self.0, self.1))
+    }
+}
+
+/// A way to compute the H polynomial and the MSMs of a Groth16 proof.
+pub trait ProverBackend: Send + Sync {
+    /// A short name for logs ("cpu", "gpu:0").
+    fn name(&self) -> String;
+    /// Start the heavy work for one proof. Returns once `assignment`'s
+    /// buffers are no longer needed (they are dropped, returning pinned
+    /// buffers to their pool), possibly before the results are ready.
+    /// The assignment's shape has already been checked against `params`.
+    fn start(&self, params: &Arc<ParamsFile>, assignment: Assignment) -> Result<Box<dyn PendingMsms>, ProveError>;
+}
+
+/// The Groth16 randomizers of one proof.
+#[derive(Clone, Copy, Debug)]
+pub struct Randomness {
+    pub r: Scalar,
+    pub s: Scalar,
+}
+
+impl Randomness {
+    pub fn random(rng: &mut impl RngCore) -> Self {
+        Randomness { r: Scalar::random(&mut *rng), s: Scalar::random(&mut *rng) }
+    }
+}
+
+/// A proof whose heavy work is under way.
+pub struct PendingProof {
+    params: Arc<ParamsFile>,
+    msms: Box<dyn PendingMsms>,
+    public_inputs: Vec<Scalar>,
+    randomness: Randomness,
+    started: Instant,
+    start_timings: PhaseTimings,
+}
+
+/// A finished, verified proof with how long its phases took.
+#[derive(Clone, Debug)]
+pub struct ProvedProof {
+    pub proof: Proof<Bls12>,
+    pub timings: PhaseTimings,
+}
+
+impl ProvedProof {
+    /// bellperson's 192-byte encoding (compressed A, B, C).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(192);
+        self.proof.write(&mut v).expect("writing to a Vec cannot fail");
+        v
+    }
+}
+
+/// Check that `shape` is the circuit `params` were made for.
+pub fn check_shape(params: &ParamsFile, shape: &CircuitShape) -> Result<(), ProveError> {
+    let p = params.shape();
+    let mismatch = |what, circuit, params| Err(ProveError::ShapeMismatch { what, circuit, params });
+    if shape.num_inputs != p.num_inputs {
+        return mismatch("the number of public inputs (with ONE)", shape.num_inputs, p.num_inputs);
+    }
+    if shape.domain() != p.domain() {
+        return mismatch("the evaluation domain", shape.domain(), p.domain());
+    }
+    if shape.num_aux != p.l_len {
+        return mismatch("the number of aux variables", shape.num_aux, p.l_len);
+    }
+    if shape.num_inputs + shape.a_aux_count != p.a_len {
+        return mismatch("the A query size", shape.num_inputs + shape.a_aux_count, p.a_len);
+    }
+    let b = shape.b_input_count + shape.b_aux_count;
+    if b != p.b_g1_len {
+        return mismatch("the B query size (G1)", b, p.b_g1_len);
+    }
+    if b != p.b_g2_len {
+        return mismatch("the B query size (G2)", b, p.b_g2_len);
+    }
+    Ok(())
+}
+
+/// Start a proof: check the assignment against the parameters (and that it
+/// satisfies its constraints), then hand it to the backend.
+pub fn prove_start(
+    backend: &dyn ProverBackend,
+    params: &Arc<ParamsFile>,
+    assignment: Assignment,
+    randomness: Randomness,
+) -> Result<PendingProof, ProveError> {
+    let started = Instant::now();
+    let mut start_timings = PhaseTimings::default();
+    check_shape(params, &assignment.shape())?;
+    start_timings.time("check_satisfied", || assignment.check_satisfied())?;
+    if bool::from(params.vk().delta_g1.is_identity() | params.vk().delta_g2.is_identity()) {
+        return Err(ProveError::UnexpectedIdentity);
+    }
+    let public_inputs = assignment.input[1..].to_vec();
+    let t = Instant::now();
+    let msms = backend.start(params, assignment)?;
+    start_timings.push("backend_start", t.elapsed());
+    Ok(PendingProof { params: params.clone(), msms, public_inputs, randomness, started, start_timings })
+}
+
+/// Wait for the backend, assemble the proof and verify it. An unverified
+/// proof is never returned.
+pub fn finish(pending: PendingProof) -> Result<ProvedProof, ProveError> {
+    let PendingProof { params, msms, public_inputs, randomness, started, start_timings } = pending;
+    let (m, backend_timings) = msms.wait()?;
+    let mut timings = start_timings;
+    timings.phases.extend(backend_timings.phases);
+    let proof = timings.time("assemble", || assemble(&params, &m, randomness));
+    let ok = timings.time("verify", || verify_proof(params.prepared_vk(), &proof, &public_inputs));
+    match ok {
+        Ok(true) => {}
+        Ok(false) => return Err(ProveError::NotVerified("pairing check failed".into())),
+        Err(e) => return Err(ProveError::NotVerified(e.to_string())),
+    }
+    tracing::debug!(total_ms = started.elapsed().as_millis() as u64, "proof finished and verified");
+    Ok(ProvedProof { proof, timings })
+}
+
+/// A = alpha + a + r*delta; B = beta + b + s*delta;
+/// C = s*a + r*b_g1 + r*s*delta + s*alpha + r*beta + h + l
+/// (s*A + r*B - r*s*delta, expanded, as bellperson computes it).
+fn assemble(params: &ParamsFile, m: &MsmResults, Randomness { r, s }: Randomness) -> Proof<Bls12> {
+    let vk = params.vk();
+    let delta_g1 = G1Projective::from(vk.delta_g1);
+    let g_a = G1Projective::from(vk.alpha_g1) + m.a + delta_g1 * r;
+    let g_b = G2Projective::from(vk.beta_g2) + m.b_g2 + G2Projective::from(vk.delta_g2) * s;
+    let g_c = m.a * s
+        + m.b_g1 * r
+        + delta_g1 * (r * s)
+        + G1Projective::from(vk.alpha_g1) * s
+        + G1Projective::from(vk.beta_g1) * r
+        + m.h
+        + m.l;
+    Proof { a: g_a.to_affine(), b: g_b.to_affine(), c: g_c.to_affine() }
+}
+
+/// Synthesize `circuit` into heap buffers and prove it in one call.
+pub fn prove<C: Circuit<Scalar>>(
+    backend: &dyn ProverBackend,
+    params: &Arc<ParamsFile>,
+    circuit: C,
+    rng: &mut impl RngCore,
+) -> Result<ProvedProof, ProveError> {
+    let p = params.shape();
+    let mut t = PhaseTimings::default();
+    let assignment =
+        t.time("synthesize", || kiln_synth::synthesize(circuit, AssignmentBuffers::heap_with_capacity(p.domain(), p.l_len)))?;
+    let pending = prove_start(backend, params, assignment, Randomness::random(rng))?;
+    let mut proved = finish(pending)?;
+    t.phases.append(&mut proved.timings.phases);
+    proved.timings = t;
+    Ok(proved)
+}

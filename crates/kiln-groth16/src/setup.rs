@@ -1,0 +1,50 @@
+//! Parameter generation for circuits that have no published parameters
+//! (the built-in workloads, tests): bellperson's random setup, written once
+//! to a cache file in the standard format and mapped from then on.
+//!
+//! These parameters come from a local random "ceremony": fine for tests,
+//! demos and benchmarks, never for production proofs.
+
+use std::io::Write;
+use std::path::Path;
+
+use bellperson::groth16::{generate_random_parameters, Parameters};
+use bellpepper_core::Circuit;
+use blstrs::{Bls12, Scalar};
+use rand_core::RngCore;
+
+use crate::error::{ParamsError, ProveError};
+use crate::params::ParamsFile;
+
+/// Generate random parameters for `circuit` (its witness is not needed).
+pub fn generate<C: Circuit<Scalar>>(circuit: C, rng: &mut impl RngCore) -> Result<Parameters<Bls12>, ProveError> {
+    generate_random_parameters::<Bls12, _, _>(circuit, rng).map_err(|e| ProveError::Synth(e.into()))
+}
+
+/// Map the parameters at `path`, generating and writing them first if the
+/// file does not exist. `on_generate` is called before a (slow) generation
+/// starts, so a caller can show progress. The file appears atomically.
+pub fn load_or_generate<C: Circuit<Scalar>>(
+    circuit: C,
+    path: &Path,
+    rng: &mut impl RngCore,
+    on_generate: impl FnOnce(),
+) -> Result<ParamsFile, ProveError> {
+    if path.exists() {
+        return Ok(ParamsFile::open(path)?);
+    }
+    on_generate();
+    let params = generate(circuit, rng)?;
+    let io = |source| ParamsError::Io { path: path.to_path_buf(), source };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let tmp = dir.join(format!(".{}.{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("params"), std::process::id()));
+    {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp).map_err(io)?);
+        params.write(&mut f).map_err(io)?;
+        f.flush().map_err(io)?;
+        f.get_ref().sync_all().map_err(io)?;
+    }
+    std::fs::rename(&tmp, path).map_err(io)?;
+    Ok(ParamsFile::open(path)?)
+}
