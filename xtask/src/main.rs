@@ -1,0 +1,56 @@
+//! `cargo xtask`: kiln's build, benchmark and CI tasks, in Rust instead of scripts.
+//!
+//! - `cargo xtask kernels`        build `cuda/` into the fatbin kiln-gpu embeds (installs nvcc from PyPI if needed)
+//! - `cargo xtask bench cpu`      kiln's CPU prover against bellperson's on the same circuits
+//! - `cargo xtask bench kernels`  GPU kernel timings next to their floors (needs a GPU)
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+mod bench_cpu;
+mod bench_kernels;
+mod kernels;
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "kiln's build, benchmark and CI tasks")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Build the CUDA kernels (cuda/) into the fatbin that kiln-gpu embeds.
+    Kernels(kernels::Args),
+    /// Run a benchmark suite.
+    Bench {
+        #[command(subcommand)]
+        suite: BenchSuite,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchSuite {
+    /// kiln's CPU Groth16 prover against bellperson's CPU prover, same circuits and parameters.
+    Cpu(bench_cpu::Args),
+    /// GPU kernels (NTT, H pipeline, MSM G1/G2) against their floors.
+    Kernels(bench_kernels::Args),
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().cmd {
+        Cmd::Kernels(args) => kernels::run(args),
+        Cmd::Bench { suite } => match suite {
+            BenchSuite::Cpu(args) => bench_cpu::run(args),
+            BenchSuite::Kernels(args) => bench_kernels::run(args),
+        },
+    }
+}
+
+/// The workspace root (xtask lives one level below it).
+pub fn workspace_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask has a parent directory")
+        .to_path_buf()
+}
