@@ -1,0 +1,263 @@
+//! Compares every kiln-gpu kernel with a CPU reference (blstrs) on fresh
+//! random inputs at many sizes and edge cases; prints a pass/fail table.
+//! `cargo run --release -p kiln-gpu --example gpu_check [-- --quick]`
+mod common;
+
+use std::time::Instant;
+
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use common::*;
+use ff::{BatchInvert, Field};
+use group::{prime::PrimeCurveAffine, Group};
+use kiln_gpu::{GpuDevice, GpuError, GpuStream, NttDirection};
+use rand::Rng;
+use rayon::prelude::*;
+
+struct Table(Vec<(String, bool, String)>);
+impl Table {
+    fn row(&mut self, name: String, ok: bool, detail: String) {
+        println!("{:<46} {:<4} {}", name, if ok { "PASS" } else { "FAIL" }, detail);
+        self.0.push((name, ok, detail));
+    }
+}
+
+fn ms(t: Instant) -> String {
+    format!("{:.2} ms", t.elapsed().as_secs_f64() * 1e3)
+}
+
+fn check_ntt(dev: &GpuDevice, s: &GpuStream, t: &mut Table, log_n: u32) -> Result<(), GpuError> {
+    let n = 1usize << log_n;
+    let x = random_scalars(n, rand::random());
+    for (dir, coset) in [(NttDirection::Forward, false), (NttDirection::Inverse, false), (NttDirection::Forward, true), (NttDirection::Inverse, true)] {
+        let mut buf = dev.upload_scalars(s, &x)?;
+        let t0 = Instant::now();
+        dev.ntt(s, &mut buf, log_n, dir, coset)?;
+        s.synchronize()?;
+        let time = ms(t0);
+        let got = dev.download_scalars(s, &buf)?;
+        let ok = if log_n <= 20 {
+            let mut want = x.clone();
+            let inv = dir == NttDirection::Inverse;
+            if coset { cpu_coset_ntt(&mut want, inv) } else { cpu_ntt(&mut want, inv) }
+            got == want
+        } else {
+            // Spot checks by Horner at a few indices, for the forward transforms;
+            // inverse ones are checked by the round trip below.
+            let mut r = rng();
+            let w = kiln_gpu_root(log_n);
+            let g = if coset { Scalar::from(7u64) } else { Scalar::ONE };
+            (0..3).all(|_| {
+                let j: u64 = r.gen_range(0..n as u64);
+                match dir {
+                    NttDirection::Forward => got[j as usize] == horner(&x, g * w.pow_vartime([j])),
+                    NttDirection::Inverse => true,
+                }
+            }) && {
+                let mut back = dev.upload_scalars(s, &got)?;
+                let other = if dir == NttDirection::Forward { NttDirection::Inverse } else { NttDirection::Forward };
+                dev.ntt(s, &mut back, log_n, other, coset)?;
+                dev.download_scalars(s, &back)? == x
+            }
+        };
+        t.row(format!("ntt {:?}{} 2^{}", dir, if coset { " coset" } else { "" }, log_n), ok, time);
+    }
+    Ok(())
+}
+
+/// Lagrange interpolation of evaluations `e` (zero past e.len()) over the
+/// 2^log_m domain, evaluated at x (not in the domain).
+fn barycentric(e: &[Scalar], log_m: u32, x: Scalar) -> Scalar {
+    let m = 1u64 << log_m;
+    let w = kiln_gpu_root(log_m);
+    const CH: usize = 1 << 14;
+    let sum: Scalar = e.par_chunks(CH).enumerate().map(|(k, c)| {
+        let mut wi = w.pow_vartime([(k * CH) as u64]);
+        let mut num = Vec::with_capacity(c.len());
+        let mut den = Vec::with_capacity(c.len());
+        for a in c {
+            num.push(*a * wi);
+            den.push(x - wi);
+            wi *= w;
+        }
+        den.batch_invert();
+        num.iter().zip(&den).map(|(a, b)| *a * b).fold(Scalar::ZERO, |s, v| s + v)
+    }).reduce(|| Scalar::ZERO, |a, b| a + b);
+    sum * (x.pow_vartime([m]) - Scalar::ONE) * Scalar::from(m).invert().unwrap()
+}
+
+fn check_h(dev: &GpuDevice, s: &GpuStream, t: &mut Table, n: usize, log_m: u32) -> Result<(), GpuError> {
+    let m = 1usize << log_m;
+    let seed: u64 = rand::random();
+    let (a, b, c) = (random_scalars(n, seed), random_scalars(n, seed ^ 1), random_scalars(n, seed ^ 2));
+    let up = |v: &[Scalar]| -> Result<_, GpuError> {
+        let mut buf = dev.alloc_scalars(s, m)?;
+        // Poison the padding: the pipeline must zero it.
+        dev.write_scalars(s, &mut buf, &vec![Scalar::from(5u64); m])?;
+        dev.write_scalars(s, &mut buf, v)?;
+        Ok(buf)
+    };
+    let (mut da, mut db, mut dc) = (up(&a)?, up(&b)?, up(&c)?);
+    let t0 = Instant::now();
+    dev.h_pipeline(s, &mut da, &mut db, &mut dc, n, log_m)?;
+    let time = ms(t0);
+    let h = dev.download_scalars(s, &da)?;
+    let ok = if log_m <= 20 {
+        h == cpu_h(&a, &b, &c, m)
+    } else {
+        // h(x) (g^m - 1) = A(x) B(x) - C(x) at coset points x = g w^j.
+        let mut r = rng();
+        let g = Scalar::from(7u64);
+        let zm = g.pow_vartime([m as u64]) - Scalar::ONE;
+        (0..2).all(|_| {
+            let x = g * kiln_gpu_root(log_m).pow_vartime([r.gen_range(0..m as u64)]);
+            horner(&h, x) * zm == barycentric(&a, log_m, x) * barycentric(&b, log_m, x) - barycentric(&c, log_m, x)
+        })
+    };
+    t.row(format!("h_pipeline n={} m=2^{}", n, log_m), ok, time);
+    Ok(())
+}
+
+#[derive(Clone, Copy)]
+enum Mix {
+    Random,
+    Edge,      // 0, 1, r-1, 2 and random, mixed
+    Filecoin,  // mostly 0 and 1
+    Const(u64),
+    MinusOne,
+}
+
+fn make_scalars(n: usize, mix: Mix) -> Vec<Scalar> {
+    let mut r = rng();
+    let rnd = random_scalars(n, rand::random());
+    rnd.into_iter().map(|x| match mix {
+        Mix::Random => x,
+        Mix::Edge => match r.gen_range(0..5) { 0 => Scalar::ZERO, 1 => Scalar::ONE, 2 => -Scalar::ONE, 3 => Scalar::from(2u64), _ => x },
+        Mix::Filecoin => match r.gen_range(0..10) { 0..=3 => Scalar::ZERO, 4..=8 => Scalar::ONE, _ => x },
+        Mix::Const(k) => Scalar::from(k),
+        Mix::MinusOne => -Scalar::ONE,
+    }).collect()
+}
+
+#[derive(Clone, Copy)]
+enum Bits { None, Random(u32), All, Empty }
+
+fn make_bitmap(n: usize, b: Bits) -> Option<Vec<u64>> {
+    let words = n.div_ceil(64);
+    let mut r = rng();
+    match b {
+        Bits::None => None,
+        Bits::All => Some(vec![u64::MAX; words]),
+        Bits::Empty => Some(vec![0; words]),
+        Bits::Random(pct) => Some((0..words).map(|_| (0..64).fold(0u64, |w, i| w | ((r.gen_range(0..100) < pct) as u64) << i)).collect()),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_msm(dev: &GpuDevice, s: &GpuStream, t: &mut Table, g2: bool, n: usize, mix: Mix, bits: Bits, same_point: bool, infinity: bool) -> Result<(), GpuError> {
+    let mut r = rng();
+    let mut chain = ChainPoints::new(&mut r);
+    if same_point {
+        chain.d = Scalar::ZERO;
+    }
+    let scalars = make_scalars(n, mix);
+    let bitmap = make_bitmap(n, bits);
+    let mut terms = terms(&scalars, bitmap.as_deref());
+    let npoints = terms.len().max(1);
+    let inf: Vec<usize> = if infinity { (0..npoints.div_ceil(7)).map(|_| r.gen_range(0..npoints)).collect() } else { vec![] };
+    terms.retain(|(_, i)| !inf.contains(i));
+    let label = format!("msm {} n={} {}{}{}{}", if g2 { "G2" } else { "G1" }, n,
+        match mix { Mix::Random => "random".into(), Mix::Edge => "edge(0,1,r-1,2)".into(), Mix::Filecoin => "filecoin(0/1)".into(), Mix::Const(k) => format!("all={k}"), Mix::MinusOne => "all=r-1".into() },
+        match bits { Bits::None => String::new(), Bits::Random(p) => format!(" bitmap{p}%"), Bits::All => " bitmap-all".into(), Bits::Empty => " bitmap-empty".into() },
+        if same_point { " same-point" } else { "" }, if infinity { " +inf" } else { "" });
+    let sc = dev.upload_scalars(s, &scalars)?;
+    let dlog = chain.dlog(&terms);
+    let (ok, time) = if g2 {
+        let mut pts = chain.g2(npoints);
+        for &i in &inf { pts[i] = G2Affine::identity(); }
+        let dp = dev.upload_g2(s, &pts)?;
+        s.synchronize()?;
+        let t0 = Instant::now();
+        let got = dev.msm_g2(s, &dp, &sc, n, bitmap.as_deref())?;
+        let time = ms(t0);
+        let want = G2Projective::generator() * dlog;
+        let ok = got == want && (n > 64 || got == naive_g2(&pts, &terms));
+        (ok, time)
+    } else {
+        let mut pts = chain.g1(npoints);
+        for &i in &inf { pts[i] = G1Affine::identity(); }
+        let dp = dev.upload_g1(s, &pts)?;
+        s.synchronize()?;
+        let t0 = Instant::now();
+        let got = dev.msm_g1(s, &dp, &sc, n, bitmap.as_deref())?;
+        let time = ms(t0);
+        let want = G1Projective::generator() * dlog;
+        let ok = got == want && (n > 64 || got == naive_g1(&pts, &terms));
+        (ok, time)
+    };
+    t.row(label, ok, time);
+    Ok(())
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    if GpuDevice::count() == 0 || !kiln_gpu::HAS_KERNELS {
+        println!("no GPU: skipped (devices: {}, kernels embedded: {})", GpuDevice::count(), kiln_gpu::HAS_KERNELS);
+        return;
+    }
+    let dev = GpuDevice::open(0).expect("open GPU 0");
+    println!("device: {:?}", dev.info());
+    let s = dev.new_stream().expect("stream");
+    let mut t = Table(vec![]);
+    let run = |t: &mut Table, name: &str, r: Result<(), GpuError>| {
+        if let Err(e) = r {
+            t.row(name.to_string(), false, format!("error: {e}"));
+        }
+    };
+    let ntt_sizes: Vec<u32> = if quick { vec![1, 2, 3, 10, 11, 13, 18] } else { vec![1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 16, 17, 18, 20, 24, 25] };
+    for l in ntt_sizes {
+        let r = check_ntt(&dev, &s, &mut t, l);
+        run(&mut t, &format!("ntt 2^{l}"), r);
+    }
+    let mut h_cases = vec![(1, 1), (2, 1), (3, 2), (5, 3), (1000, 10), (1024, 10), (1500, 11), (70000, 17), ((1 << 20) - 3, 20)];
+    if !quick { h_cases.push(((1 << 24) - 12345, 24)); }
+    for (n, l) in h_cases {
+        let r = check_h(&dev, &s, &mut t, n, l);
+        run(&mut t, &format!("h n={n}"), r);
+    }
+    for g2 in [false, true] {
+        let mut cases: Vec<(usize, Mix, Bits, bool, bool)> = vec![
+            (1, Mix::Random, Bits::None, false, false),
+            (2, Mix::Random, Bits::None, false, false),
+            (3, Mix::Random, Bits::None, false, false),
+            (1, Mix::Const(0), Bits::None, false, false),
+            (1, Mix::Const(1), Bits::None, false, false),
+            (1, Mix::MinusOne, Bits::None, false, false),
+            (37, Mix::Edge, Bits::None, false, true),
+            (64, Mix::Random, Bits::Random(50), false, false),
+            (1000, Mix::Edge, Bits::None, false, false),
+            (1000, Mix::Random, Bits::None, true, false),
+            (4097, Mix::Edge, Bits::Random(30), false, true),
+            (1 << 16, Mix::Const(0), Bits::None, false, false),
+            (1 << 16, Mix::Const(1), Bits::None, false, false),
+            (1 << 16, Mix::MinusOne, Bits::None, false, false),
+            (1 << 16, Mix::Random, Bits::All, false, false),
+            (1 << 16, Mix::Random, Bits::Empty, false, false),
+            ((1 << 16) + 3, Mix::Random, Bits::Random(25), true, false),
+            (100_003, Mix::Filecoin, Bits::Random(75), false, true),
+            (1 << 20, Mix::Random, Bits::None, false, false),
+        ];
+        if !quick {
+            cases.push((1 << 22, Mix::Filecoin, Bits::Random(90), false, false));
+            cases.push((1 << 24, Mix::Random, Bits::None, false, false));
+        }
+        for (n, mix, bits, same, inf) in cases {
+            let r = check_msm(&dev, &s, &mut t, g2, n, mix, bits, same, inf);
+        run(&mut t, &format!("msm n={n}"), r);
+        }
+    }
+    let fails = t.0.iter().filter(|r| !r.1).count();
+    println!("\n{} checks, {} passed, {} failed", t.0.len(), t.0.len() - fails, fails);
+    if fails > 0 {
+        std::process::exit(1);
+    }
+}

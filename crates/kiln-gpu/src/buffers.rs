@@ -1,0 +1,117 @@
+//! Typed device buffers holding blstrs values byte for byte.
+//!
+//! blstrs::Scalar is `#[repr(transparent)]` over blst_fr (`[u64; 4]`), Fp over
+//! blst_fp (`[u64; 6]`), G1Affine over blst_p1_affine (`{x, y}`: `[u64; 12]`)
+//! and G2Affine over blst_p2_affine (`[u64; 24]`); so a slice of them is a
+//! slice of u64 limbs, which is what the kernels read.
+use blstrs::{G1Affine, G2Affine, Scalar};
+use cudarc::driver::{CudaSlice, DevicePtr};
+
+use crate::device::{GpuDevice, GpuStream};
+use crate::error::GpuError;
+
+const _: () = assert!(std::mem::size_of::<Scalar>() == 32);
+const _: () = assert!(std::mem::size_of::<G1Affine>() == 96);
+const _: () = assert!(std::mem::size_of::<G2Affine>() == 192);
+
+/// `T` is a blstrs type made only of `W` u64 limbs (checked above).
+unsafe trait Limbs: Sized {
+    const WORDS: usize;
+}
+// SAFETY: the asserts above and blstrs' repr(transparent) over blst's repr(C) limb structs.
+unsafe impl Limbs for Scalar {
+    const WORDS: usize = 4;
+}
+unsafe impl Limbs for G1Affine {
+    const WORDS: usize = 12;
+}
+unsafe impl Limbs for G2Affine {
+    const WORDS: usize = 24;
+}
+
+fn as_words<T: Limbs>(v: &[T]) -> &[u64] {
+    // SAFETY: T is exactly T::WORDS initialized u64s with u64 alignment (Limbs).
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u64, v.len() * T::WORDS) }
+}
+
+fn as_words_mut<T: Limbs>(v: &mut [T]) -> &mut [u64] {
+    // SAFETY: as above; every bit pattern is a valid T for blst's plain limb
+    // structs, and the kernels write reduced Montgomery values.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u64, v.len() * T::WORDS) }
+}
+
+macro_rules! device_buffer {
+    ($name:ident, $t:ty, $doc:literal) => {
+        #[doc = $doc]
+        pub struct $name {
+            pub(crate) buf: CudaSlice<u64>,
+        }
+        impl $name {
+            /// Number of elements.
+            pub fn len(&self) -> usize {
+                self.buf.len() / <$t as Limbs>::WORDS
+            }
+            pub fn is_empty(&self) -> bool {
+                self.len() == 0
+            }
+            pub(crate) fn ptr(&self, stream: &GpuStream) -> u64 {
+                self.buf.device_ptr(stream).0
+            }
+        }
+    };
+}
+
+device_buffer!(DeviceScalars, Scalar, "Fr scalars on the device, Montgomery form (blstrs::Scalar layout).");
+device_buffer!(DeviceG1, G1Affine, "G1 affine points on the device (blst_p1_affine layout).");
+device_buffer!(DeviceG2, G2Affine, "G2 affine points on the device (blst_p2_affine layout).");
+
+impl GpuDevice {
+    pub fn upload_scalars(&self, stream: &GpuStream, v: &[Scalar]) -> Result<DeviceScalars, GpuError> {
+        Ok(DeviceScalars { buf: stream.clone_htod(as_words(v))? })
+    }
+    /// `len` zero scalars.
+    pub fn alloc_scalars(&self, stream: &GpuStream, len: usize) -> Result<DeviceScalars, GpuError> {
+        Ok(DeviceScalars { buf: stream.alloc_zeros::<u64>(len * 4)? })
+    }
+    /// Copies `v` into the start of `dst` (which must be at least as long).
+    pub fn write_scalars(&self, stream: &GpuStream, dst: &mut DeviceScalars, v: &[Scalar]) -> Result<(), GpuError> {
+        if v.len() > dst.len() {
+            return Err(GpuError::InvalidArgument(format!("{} scalars into a buffer of {}", v.len(), dst.len())));
+        }
+        let mut view = dst.buf.slice_mut(0..v.len() * 4);
+        stream.memcpy_htod(as_words(v), &mut view)?;
+        Ok(())
+    }
+    pub fn download_scalars(&self, stream: &GpuStream, v: &DeviceScalars) -> Result<Vec<Scalar>, GpuError> {
+        let mut out = vec![Scalar::from(0u64); v.len()];
+        stream.memcpy_dtoh(&v.buf, as_words_mut(&mut out))?;
+        stream.synchronize()?;
+        Ok(out)
+    }
+    pub fn upload_g1(&self, stream: &GpuStream, v: &[G1Affine]) -> Result<DeviceG1, GpuError> {
+        Ok(DeviceG1 { buf: stream.clone_htod(as_words(v))? })
+    }
+    pub fn upload_g2(&self, stream: &GpuStream, v: &[G2Affine]) -> Result<DeviceG2, GpuError> {
+        Ok(DeviceG2 { buf: stream.clone_htod(as_words(v))? })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ff::Field;
+    use group::prime::PrimeCurveAffine;
+
+    #[test]
+    fn scalar_words_are_montgomery_limbs() {
+        // 1 in Montgomery form is R mod r.
+        let w = as_words(&[Scalar::ONE]).to_vec();
+        assert_eq!(w, vec![0x00000001fffffffe, 0x5884b7fa00034802, 0x998c4fefecbc4ff5, 0x1824b159acc5056f]);
+    }
+
+    #[test]
+    fn affine_infinity_is_all_zero() {
+        assert!(as_words(&[G1Affine::identity()]).iter().all(|&x| x == 0));
+        assert!(as_words(&[G2Affine::identity()]).iter().all(|&x| x == 0));
+    }
+}

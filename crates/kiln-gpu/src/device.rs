@@ -1,0 +1,87 @@
+//! Opening a device, loading the embedded module, device properties.
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::sys::CUdevice_attribute;
+use cudarc::driver::{CudaContext, CudaStream};
+
+use crate::error::GpuError;
+use crate::launch::Kernels;
+use crate::ntt::NttTables;
+
+/// A stream of work on one device; cheap to clone, one per worker.
+pub type GpuStream = Arc<CudaStream>;
+
+/// What the launch parameters and memory plans are derived from.
+#[derive(Clone, Debug)]
+pub struct DeviceInfo {
+    pub ordinal: usize,
+    pub name: String,
+    pub total_memory: usize,
+    pub sm_count: u32,
+    pub compute_capability: (i32, i32),
+}
+
+/// One opened GPU with kiln's kernels loaded. `Send + Sync`: share it
+/// between workers (each on its own stream).
+pub struct GpuDevice {
+    pub(crate) ctx: Arc<CudaContext>,
+    pub(crate) k: Kernels,
+    pub(crate) info: DeviceInfo,
+    pub(crate) ntt_tables: Mutex<HashMap<u32, Arc<NttTables>>>,
+}
+
+impl GpuDevice {
+    /// Number of CUDA devices; 0 when there is no driver.
+    pub fn count() -> usize {
+        // SAFETY: only probes for the driver library.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return 0;
+        }
+        CudaContext::device_count().map(|n| n.max(0) as usize).unwrap_or(0)
+    }
+
+    /// Opens device `ordinal` and loads the kernels.
+    pub fn open(ordinal: usize) -> Result<Self, GpuError> {
+        // CudaContext::new panics without libcuda: check first.
+        // SAFETY: only probes for the driver library.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(GpuError::NoDriver);
+        }
+        let fatbin = crate::launch::fatbin().ok_or(GpuError::NoKernels)?;
+        let count = Self::count();
+        if ordinal >= count {
+            return Err(GpuError::InvalidArgument(format!("device {ordinal} of {count}")));
+        }
+        let ctx = CudaContext::new(ordinal)?;
+        // SAFETY: kiln orders all work on a buffer through the stream it was
+        // made on (documented on the crate); per-buffer events are not needed.
+        unsafe { ctx.disable_event_tracking() };
+        let info = DeviceInfo {
+            ordinal,
+            name: ctx.name()?,
+            total_memory: ctx.total_mem()?,
+            sm_count: ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
+            compute_capability: (
+                ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+                ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+            ),
+        };
+        let k = Kernels::load(&ctx, fatbin)?;
+        Ok(Self { ctx, k, info, ntt_tables: Mutex::new(HashMap::new()) })
+    }
+
+    pub fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// (free, total) device memory in bytes, now.
+    pub fn memory(&self) -> Result<(usize, usize), GpuError> {
+        Ok(self.ctx.mem_get_info()?)
+    }
+
+    /// A new stream on this device.
+    pub fn new_stream(&self) -> Result<GpuStream, GpuError> {
+        Ok(self.ctx.new_stream()?)
+    }
+}

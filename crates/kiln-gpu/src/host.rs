@@ -1,0 +1,191 @@
+//! Host-side planning shared by the kernels' callers: NTT pass plans, MSM
+//! window sizes, density-bitmap ranks, scalar digit decomposition (the CPU
+//! twin of cuda/msm.cuh's, used by the tests). Pure CPU code, tested on CI.
+
+/// Largest NTT tile: 2^10 Fr elements (32 KiB of shared memory).
+pub const NTT_TILE_LOG: u32 = 10;
+/// Low index bits kept contiguous in tiles of the upper passes (coalescing).
+pub const NTT_COALESCE_BITS: u32 = 3;
+
+/// One NTT pass: radix-2 stages on global index bits [lo, lo+k), with the
+/// t lowest bits kept as contiguous runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NttPass {
+    pub lo: u32,
+    pub k: u32,
+    pub t: u32,
+}
+
+/// Passes of a 2^log_n transform in DIT order (low bits first); DIF runs
+/// them reversed. The first pass takes the low bits whole (tile of 2^10);
+/// the rest are balanced over tiles of at most 2^(10-3) rows.
+pub fn plan_passes(log_n: u32) -> Vec<NttPass> {
+    if log_n == 0 {
+        return vec![];
+    }
+    let k0 = log_n.min(NTT_TILE_LOG);
+    let mut passes = vec![NttPass { lo: 0, k: k0, t: 0 }];
+    let rest = log_n - k0;
+    let per = NTT_TILE_LOG - NTT_COALESCE_BITS;
+    let groups = rest.div_ceil(per);
+    let mut lo = k0;
+    for g in 0..groups {
+        let k = rest / groups + u32::from(g < rest % groups);
+        passes.push(NttPass { lo, k, t: NTT_COALESCE_BITS.min(lo) });
+        lo += k;
+    }
+    passes
+}
+
+/// Signed c-bit windows covering 256 bits (scalars are < 2^255, so the last
+/// window never carries out).
+pub fn msm_windows(c: u32) -> u32 {
+    256u32.div_ceil(c)
+}
+
+/// Window size for an MSM of n (non-trivial) scalars on a device with
+/// `sm_count` multiprocessors: minimizes the point additions, W * (n + 3B)
+/// (bucket accumulation plus the running-sum reduction, B = 2^(c-1) buckets),
+/// inflated when W * B bucket threads cannot fill the device.
+pub fn msm_window_bits(n: usize, sm_count: u32) -> u32 {
+    let fill = (sm_count.max(1) as f64) * 512.0;
+    let mut best = (f64::MAX, 2);
+    for c in 2..=20u32 {
+        let w = msm_windows(c) as f64;
+        let b = (1u64 << (c - 1)) as f64;
+        let cost = w * (n as f64 + 3.0 * b) * (fill / (w * b)).max(1.0);
+        if cost < best.0 {
+            best = (cost, c);
+        }
+    }
+    best.1
+}
+
+/// Popcount of all bitmap words below each word, and the total: point index
+/// of scalar i is prefix[i/64] + popcount(word & below-bit mask).
+pub fn bitmap_prefix(bitmap: &[u64]) -> (Vec<u32>, usize) {
+    let mut prefix = Vec::with_capacity(bitmap.len());
+    let mut total = 0usize;
+    for w in bitmap {
+        prefix.push(total as u32);
+        total += w.count_ones() as usize;
+    }
+    (prefix, total)
+}
+
+/// Point index of scalar i under a bitmap, if it takes part.
+pub fn bitmap_rank(bitmap: &[u64], prefix: &[u32], i: usize) -> Option<usize> {
+    let word = bitmap[i / 64];
+    let bit = i % 64;
+    if (word >> bit) & 1 == 0 {
+        return None;
+    }
+    Some(prefix[i / 64] as usize + (word & ((1u64 << bit) - 1)).count_ones() as usize)
+}
+
+/// Signed digits of a plain little-endian 256-bit integer in c-bit windows:
+/// sum d_w 2^(c w) == s, |d_w| <= 2^(c-1). Mirrors window_digit in msm.cuh.
+pub fn signed_digits(s: &[u64; 4], c: u32) -> Vec<i64> {
+    let bit = |i: u32| -> u64 { if i >= 256 { 0 } else { (s[(i / 64) as usize] >> (i % 64)) & 1 } };
+    let mut carry = 0i64;
+    (0..msm_windows(c))
+        .map(|w| {
+            let raw = (0..c).fold(0i64, |acc, j| acc | ((bit(w * c + j) as i64) << j));
+            let v = raw + carry;
+            if v > 1i64 << (c - 1) {
+                carry = 1;
+                v - (1i64 << c)
+            } else {
+                carry = 0;
+                v
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passes_cover_every_bit_once() {
+        for log_n in 0..=32 {
+            let p = plan_passes(log_n);
+            let mut next = 0;
+            for pass in &p {
+                assert_eq!(pass.lo, next);
+                assert!(pass.k >= 1 && pass.k + pass.t <= NTT_TILE_LOG);
+                assert!(pass.t <= pass.lo);
+                next += pass.k;
+            }
+            assert_eq!(next, log_n);
+        }
+        assert_eq!(plan_passes(27).len(), 4);
+    }
+
+    #[test]
+    fn window_bits_reasonable() {
+        for log_n in 0..=27 {
+            let c = msm_window_bits(1 << log_n, 132);
+            assert!((2..=20).contains(&c));
+            assert!(msm_windows(c) * c >= 256);
+        }
+        assert!(msm_window_bits(1 << 26, 132) >= 16);
+    }
+
+    #[test]
+    fn digits_recompose() {
+        let r_minus_1 = [0xffffffff00000000u64, 0x53bda402fffe5bfe, 0x3339d80809a1d805, 0x73eda753299d7d48];
+        let mut x = 0x9e3779b97f4a7c15u64;
+        let mut cases = vec![[0u64; 4], [1, 0, 0, 0], r_minus_1, [u64::MAX, u64::MAX, u64::MAX, 0x7fffffffffffffff]];
+        for _ in 0..50 {
+            let mut s = [0u64; 4];
+            for l in &mut s {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *l = x;
+            }
+            s[3] &= 0x7fffffffffffffff;
+            cases.push(s);
+        }
+        for s in cases {
+            for c in [2, 5, 13, 16, 20] {
+                let d = signed_digits(&s, c);
+                // Recompose as i128 chunks: sum d_w 2^(cw) as a 320-bit value.
+                let mut acc = [0i128; 5]; // base 2^64 with signed carries
+                for (w, &dw) in d.iter().enumerate() {
+                    assert!(dw.abs() <= 1 << (c - 1));
+                    let sh = w as u32 * c;
+                    let v = (dw as i128) << (sh % 64);
+                    acc[(sh / 64) as usize] += v;
+                }
+                let mut out = [0u64; 5];
+                let mut carry = 0i128;
+                for i in 0..5 {
+                    let t = acc[i] + carry;
+                    out[i] = t as u64;
+                    carry = t >> 64;
+                }
+                assert_eq!(carry, 0);
+                assert_eq!(&out[..4], &s[..]);
+                assert_eq!(out[4], 0);
+            }
+        }
+    }
+
+    #[test]
+    fn bitmap_ranks() {
+        let bm = vec![0b1011u64, 0, u64::MAX, 1 << 63];
+        let (prefix, total) = bitmap_prefix(&bm);
+        assert_eq!(prefix, vec![0, 3, 3, 67]);
+        assert_eq!(total, 68);
+        assert_eq!(bitmap_rank(&bm, &prefix, 0), Some(0));
+        assert_eq!(bitmap_rank(&bm, &prefix, 2), None);
+        assert_eq!(bitmap_rank(&bm, &prefix, 3), Some(2));
+        assert_eq!(bitmap_rank(&bm, &prefix, 130), Some(5));
+        assert_eq!(bitmap_rank(&bm, &prefix, 255), Some(67));
+        let empty = bitmap_prefix(&[0, 0]);
+        assert_eq!(empty, (vec![0, 0], 0));
+    }
+}

@@ -1,0 +1,43 @@
+//! kiln-gpu: BLS12-381 NTT and MSM on CUDA GPUs, for kiln's Groth16 GPU backend.
+//!
+//! Kernels live in `cuda/` (CUDA C++, templated on field and curve) and are
+//! built by `cargo xtask kernels` into a fatbin (sm_90a machine code plus
+//! compute_90 PTX) that this crate embeds at build time; without it the crate
+//! still builds and [`GpuDevice::open`] returns [`GpuError::NoKernels`].
+//!
+//! Data stays in blstrs' memory layout on both sides (Montgomery limbs,
+//! blst affine points with all-zero infinity), so uploads and downloads are
+//! byte copies. Every operation runs on a caller-given [`GpuStream`], so
+//! several workers can share one device; a buffer must only be used on the
+//! stream it was made on (or after synchronizing), since this crate turns off
+//! cudarc's per-buffer event tracking.
+//!
+//! ```no_run
+//! use kiln_gpu::{GpuDevice, NttDirection};
+//! # fn main() -> Result<(), kiln_gpu::GpuError> {
+//! let dev = GpuDevice::open(0)?;
+//! let stream = dev.new_stream()?;
+//! let scalars = vec![blstrs::Scalar::from(3u64); 1 << 10];
+//! let mut buf = dev.upload_scalars(&stream, &scalars)?;
+//! dev.ntt(&stream, &mut buf, 10, NttDirection::Forward, false)?;
+//! let evals = dev.download_scalars(&stream, &buf)?;
+//! # Ok(()) }
+//! ```
+
+mod buffers;
+mod device;
+mod error;
+pub mod host;
+mod launch;
+mod msm;
+mod ntt;
+
+pub use buffers::{DeviceG1, DeviceG2, DeviceScalars};
+pub use device::{DeviceInfo, GpuDevice, GpuStream};
+pub use error::GpuError;
+pub use ntt::NttDirection;
+
+/// Whether this build embeds the CUDA kernels (`cargo xtask kernels` was run
+/// before building). Without them every device operation fails with
+/// [`GpuError::NoKernels`].
+pub const HAS_KERNELS: bool = cfg!(kiln_kernels);

@@ -1,0 +1,203 @@
+//! MSM in G1 and G2 (kernels in cuda/msm.cuh); the host picks the window,
+//! ranks the density bitmap, and combines the window sums with blstrs.
+use blst::{blst_fp, blst_fp2, blst_p1, blst_p2};
+use blstrs::{G1Projective, G2Projective};
+use group::Group;
+
+use crate::buffers::{DeviceG1, DeviceG2, DeviceScalars};
+use crate::device::{GpuDevice, GpuStream};
+use crate::error::GpuError;
+use crate::host::{bitmap_prefix, msm_window_bits, msm_windows};
+use crate::launch::{blocks, launch, raw, Arg, Selection};
+
+/// Which curve: its kernels and the size of one XYZZ point in u64 words.
+struct Curve<'a> {
+    acc: &'a cudarc::driver::CudaFunction,
+    reduce: &'a cudarc::driver::CudaFunction,
+    sum: &'a cudarc::driver::CudaFunction,
+    ones: &'a cudarc::driver::CudaFunction,
+    xyzz_words: usize,
+}
+
+/// Buckets per reduction thread.
+const REDUCE_RUN: usize = 64;
+/// Points per thread in the group sums.
+const SUM_GROUP: usize = 64;
+
+impl GpuDevice {
+    /// sum_i scalars[i] * points[rank(i)] over the first `n` scalars, in G1.
+    /// Without a bitmap every scalar takes part with point i; with one,
+    /// scalar i takes part iff bit i is set, with point rank(i) (the number of
+    /// set bits below i), as Groth16's A/B queries store only dense points.
+    pub fn msm_g1(&self, s: &GpuStream, points: &DeviceG1, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<G1Projective, GpuError> {
+        let k = &self.k;
+        let curve = Curve { acc: &k.msm_bucket_acc_g1, reduce: &k.msm_bucket_reduce_g1, sum: &k.msm_sum_g1, ones: &k.msm_ones_g1, xyzz_words: 24 };
+        let (windows, c, ones) = self.msm(s, &curve, points.ptr(s), points.len(), scalars, n, bitmap)?;
+        let to_proj = |p: &[u64]| g1_from_xyzz(p);
+        Ok(combine(&windows, c, &ones, 24, to_proj))
+    }
+
+    /// As [`GpuDevice::msm_g1`], in G2.
+    pub fn msm_g2(&self, s: &GpuStream, points: &DeviceG2, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<G2Projective, GpuError> {
+        let k = &self.k;
+        let curve = Curve { acc: &k.msm_bucket_acc_g2, reduce: &k.msm_bucket_reduce_g2, sum: &k.msm_sum_g2, ones: &k.msm_ones_g2, xyzz_words: 48 };
+        let (windows, c, ones) = self.msm(s, &curve, points.ptr(s), points.len(), scalars, n, bitmap)?;
+        let to_proj = |p: &[u64]| g2_from_xyzz(p);
+        Ok(combine(&windows, c, &ones, 48, to_proj))
+    }
+
+    /// Runs the kernels; returns (window sums as XYZZ words, c, sum of the
+    /// points whose scalar is one).
+    #[allow(clippy::too_many_arguments)]
+    fn msm(&self, s: &GpuStream, cv: &Curve, points: u64, npoints: usize, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<(Vec<u64>, u32, Vec<u64>), GpuError> {
+        if n > scalars.len() || n >= 1 << 31 {
+            return Err(GpuError::InvalidArgument(format!("{n} scalars from a buffer of {}", scalars.len())));
+        }
+        let (sel_bufs, needed) = match bitmap {
+            Some(bm) => {
+                if bm.len() * 64 < n {
+                    return Err(GpuError::InvalidArgument(format!("bitmap of {} bits for {n} scalars", bm.len() * 64)));
+                }
+                // Bits past n must not count: trim the bitmap to n bits.
+                let mut bm = bm[..n.div_ceil(64)].to_vec();
+                if n % 64 != 0 {
+                    *bm.last_mut().unwrap() &= (1u64 << (n % 64)) - 1;
+                }
+                let (prefix, total) = bitmap_prefix(&bm);
+                (Some((s.clone_htod(&bm)?, s.clone_htod(&prefix)?)), total)
+            }
+            None => (None, n),
+        };
+        if needed > npoints {
+            return Err(GpuError::InvalidArgument(format!("{needed} points needed, {npoints} given")));
+        }
+        let sel = match &sel_bufs {
+            Some((bm, pre)) => Selection { bitmap: raw(bm, s), prefix: raw(pre, s) },
+            None => Selection::default(),
+        };
+        let c = msm_window_bits(n, self.info.sm_count);
+        let w = msm_windows(c) as usize;
+        let nb = 1usize << (c - 1);
+        let xw = cv.xyzz_words;
+        let sp = scalars.ptr(s);
+
+        let counts = s.alloc_zeros::<u32>(w * nb)?;
+        let offsets = unsafe { s.alloc::<u32>(w * nb) }?;
+        let cursor = unsafe { s.alloc::<u32>(w * nb) }?;
+        let cls = unsafe { s.alloc::<u8>(n.max(1)) }?;
+        let sorted = unsafe { s.alloc::<u32>((w * n).max(1)) }?;
+        let buckets = unsafe { s.alloc::<u64>(w * nb * xw) }?;
+        let run = REDUCE_RUN.min(nb);
+        let segs = nb / run;
+        let mut red = unsafe { s.alloc::<u64>(w * segs * xw) }?;
+        let (pc, po, pcur, pcls, psorted, pb) = (raw(&counts, s), raw(&offsets, s), raw(&cursor, s), raw(&cls, s), raw(&sorted, s), raw(&buckets, s));
+        let (n32, c32, w32) = (n as u32, c, w as u32);
+        // SAFETY (all launches below): argument lists match cuda/msm.cuh's
+        // kernels; counts/offsets/cursor hold W*B u32, cls n bytes, sorted W*n
+        // u32, buckets W*B XYZZ, red W*segs XYZZ; points hold every rank used
+        // (checked above); all buffers live until the synchronize at the end.
+        unsafe {
+            launch(s, &self.k.msm_count, blocks(n, 256), 256, &[Arg::U64(sp), Arg::Sel(sel), Arg::U32(n32), Arg::U32(c32), Arg::U32(w32), Arg::U64(pc), Arg::U64(pcls)])?;
+            launch(s, &self.k.msm_scan, w32, 1024, &[Arg::U64(pc), Arg::U64(po), Arg::U64(pcur), Arg::U32(nb as u32)])?;
+            launch(s, &self.k.msm_scatter, blocks(n, 256), 256, &[Arg::U64(sp), Arg::Sel(sel), Arg::U32(n32), Arg::U32(c32), Arg::U32(w32), Arg::U64(pcur), Arg::U64(psorted)])?;
+            launch(s, cv.acc, blocks(w * nb, 128), 128, &[Arg::U64(points), Arg::U64(psorted), Arg::U64(po), Arg::U64(pc), Arg::U32(n32), Arg::U32(c32), Arg::U32(w32), Arg::U64(pb)])?;
+            launch(s, cv.reduce, blocks(w * segs, 128), 128, &[Arg::U64(pb), Arg::U32(nb as u32), Arg::U32(run as u32), Arg::U32((w * segs) as u32), Arg::U64(raw(&red, s))])?;
+        }
+        // Window totals: sum runs of segments down to one per window.
+        let mut per = segs;
+        while per > 1 {
+            let g = per.min(SUM_GROUP);
+            let out = unsafe { s.alloc::<u64>(w * (per / g) * xw) }?;
+            // SAFETY: kiln_msm_sum_*(in, count, G, out); out holds count/G points.
+            unsafe { launch(s, cv.sum, blocks(w * per / g, 128), 128, &[Arg::U64(raw(&red, s)), Arg::U32((w * per) as u32), Arg::U32(g as u32), Arg::U64(raw(&out, s))])? };
+            s.synchronize()?; // the old `red` is dropped (freed) next
+            red = out;
+            per /= g;
+        }
+        // Points whose scalar is 1, in parallel chunks, then summed down.
+        let mut threads = (n / 64).next_power_of_two().clamp(1, self.info.sm_count as usize * 256);
+        let chunk = n.div_ceil(threads).max(1);
+        let mut part = unsafe { s.alloc::<u64>(threads * xw) }?;
+        // SAFETY: kiln_msm_ones_*(points, sel, cls, n, chunk, out[threads]).
+        unsafe { launch(s, cv.ones, blocks(threads, 128), 128, &[Arg::U64(points), Arg::Sel(sel), Arg::U64(pcls), Arg::U32(n32), Arg::U32(chunk as u32), Arg::U64(raw(&part, s))])? };
+        while threads > 1 {
+            let g = threads.min(SUM_GROUP);
+            let out = unsafe { s.alloc::<u64>((threads / g) * xw) }?;
+            // SAFETY: as above.
+            unsafe { launch(s, cv.sum, blocks(threads / g, 128), 128, &[Arg::U64(raw(&part, s)), Arg::U32(threads as u32), Arg::U32(g as u32), Arg::U64(raw(&out, s))])? };
+            s.synchronize()?;
+            part = out;
+            threads /= g;
+        }
+        let windows = s.clone_dtoh(&red)?;
+        let ones = s.clone_dtoh(&part)?;
+        s.synchronize()?;
+        drop((counts, offsets, cursor, cls, sorted, buckets, sel_bufs));
+        Ok((windows, c, ones))
+    }
+}
+
+/// Horner over the windows from the top: acc = acc * 2^c + window_w.
+fn combine<P: Group>(windows: &[u64], c: u32, ones: &[u64], xw: usize, to_proj: impl Fn(&[u64]) -> P) -> P {
+    let mut acc = P::identity();
+    for wsum in windows.chunks(xw).rev() {
+        for _ in 0..c {
+            acc = acc.double();
+        }
+        acc += to_proj(wsum);
+    }
+    acc + to_proj(ones)
+}
+
+
+const _: () = assert!(std::mem::size_of::<G1Projective>() == std::mem::size_of::<blst_p1>());
+const _: () = assert!(std::mem::size_of::<G2Projective>() == std::mem::size_of::<blst_p2>());
+
+fn fp(w: &[u64]) -> blst_fp {
+    blst_fp { l: w.try_into().unwrap() }
+}
+
+fn fp2(w: &[u64]) -> blst_fp2 {
+    blst_fp2 { fp: [fp(&w[0..6]), fp(&w[6..12])] }
+}
+
+/// XYZZ (x = X/ZZ, y = Y/ZZZ, ZZ^3 = ZZZ^2) -> Jacobian (X ZZ^2, Y ZZZ^2, ZZZ);
+/// ZZ = 0 is infinity, which blst writes as Z = 0. blstrs hides its Fp type,
+/// so the arithmetic is blst's own.
+fn g1_from_xyzz(p: &[u64]) -> G1Projective {
+    let (x, y, zz, zzz) = (fp(&p[0..6]), fp(&p[6..12]), fp(&p[12..18]), fp(&p[18..24]));
+    let mut out = blst_p1::default();
+    if zz.l.iter().all(|&v| v == 0) {
+        return G1Projective::identity();
+    }
+    let (mut zz2, mut zzz2) = (blst_fp::default(), blst_fp::default());
+    // SAFETY: blst's field functions on valid, initialized values.
+    unsafe {
+        blst::blst_fp_sqr(&mut zz2, &zz);
+        blst::blst_fp_sqr(&mut zzz2, &zzz);
+        blst::blst_fp_mul(&mut out.x, &x, &zz2);
+        blst::blst_fp_mul(&mut out.y, &y, &zzz2);
+    }
+    out.z = zzz;
+    // SAFETY: G1Projective is repr(transparent) over blst_p1 (sizes asserted).
+    unsafe { std::mem::transmute::<blst_p1, G1Projective>(out) }
+}
+
+fn g2_from_xyzz(p: &[u64]) -> G2Projective {
+    let (x, y, zz, zzz) = (fp2(&p[0..12]), fp2(&p[12..24]), fp2(&p[24..36]), fp2(&p[36..48]));
+    if zz.fp.iter().all(|f| f.l.iter().all(|&v| v == 0)) {
+        return G2Projective::identity();
+    }
+    let mut out = blst_p2::default();
+    let (mut zz2, mut zzz2) = (blst_fp2::default(), blst_fp2::default());
+    // SAFETY: as in g1_from_xyzz.
+    unsafe {
+        blst::blst_fp2_sqr(&mut zz2, &zz);
+        blst::blst_fp2_sqr(&mut zzz2, &zzz);
+        blst::blst_fp2_mul(&mut out.x, &x, &zz2);
+        blst::blst_fp2_mul(&mut out.y, &y, &zzz2);
+    }
+    out.z = zzz;
+    // SAFETY: G2Projective is repr(transparent) over blst_p2 (sizes asserted).
+    unsafe { std::mem::transmute::<blst_p2, G2Projective>(out) }
+}

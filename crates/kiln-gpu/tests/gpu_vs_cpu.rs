@@ -1,0 +1,87 @@
+//! GPU against CPU (blstrs) on small fresh random inputs; prints
+//! "no GPU: skipped" where there is no GPU or no embedded kernels.
+//! The full sweep is the `gpu_check` example.
+#[path = "../examples/common/mod.rs"]
+mod common;
+
+use blstrs::{G1Projective, G2Projective, Scalar};
+use common::*;
+use ff::Field;
+use kiln_gpu::{GpuDevice, NttDirection};
+
+fn device() -> Option<GpuDevice> {
+    if GpuDevice::count() == 0 || !kiln_gpu::HAS_KERNELS {
+        println!("no GPU: skipped");
+        return None;
+    }
+    Some(GpuDevice::open(0).expect("open GPU 0"))
+}
+
+#[test]
+fn open_without_driver_is_an_error_not_a_panic() {
+    if GpuDevice::count() == 0 {
+        assert!(GpuDevice::open(0).is_err());
+    }
+}
+
+#[test]
+fn ntt_matches_cpu() {
+    let Some(dev) = device() else { return };
+    let s = dev.new_stream().unwrap();
+    for log_n in [1u32, 2, 5, 11, 14] {
+        let x = random_scalars(1 << log_n, rand::random());
+        for (dir, coset) in [(NttDirection::Forward, false), (NttDirection::Inverse, true)] {
+            let mut buf = dev.upload_scalars(&s, &x).unwrap();
+            dev.ntt(&s, &mut buf, log_n, dir, coset).unwrap();
+            let mut want = x.clone();
+            let inv = dir == NttDirection::Inverse;
+            if coset { cpu_coset_ntt(&mut want, inv) } else { cpu_ntt(&mut want, inv) }
+            assert_eq!(dev.download_scalars(&s, &buf).unwrap(), want, "2^{log_n} {dir:?} coset={coset}");
+        }
+    }
+}
+
+#[test]
+fn h_pipeline_matches_cpu() {
+    let Some(dev) = device() else { return };
+    let s = dev.new_stream().unwrap();
+    for (n, log_m) in [(1usize, 1u32), (3, 2), (1000, 10), (5000, 13)] {
+        let (a, b, c) = (random_scalars(n, 1), random_scalars(n, 2), random_scalars(n, 3));
+        let m = 1 << log_m;
+        let mut bufs = [&a, &b, &c].map(|v| {
+            let mut d = dev.alloc_scalars(&s, m).unwrap();
+            dev.write_scalars(&s, &mut d, v).unwrap();
+            d
+        });
+        let [da, db, dc] = &mut bufs;
+        dev.h_pipeline(&s, da, db, dc, n, log_m).unwrap();
+        assert_eq!(dev.download_scalars(&s, da).unwrap(), cpu_h(&a, &b, &c, m));
+    }
+}
+
+#[test]
+fn msm_matches_cpu() {
+    let Some(dev) = device() else { return };
+    let s = dev.new_stream().unwrap();
+    let mut r = rng();
+    for n in [1usize, 2, 3, 100, 5000] {
+        let chain = ChainPoints::new(&mut r);
+        let mut scalars = random_scalars(n, rand::random());
+        scalars[0] = Scalar::ONE;
+        if n > 2 {
+            scalars[1] = Scalar::ZERO;
+            scalars[2] = -Scalar::ONE;
+        }
+        let bitmap: Vec<u64> = (0..n.div_ceil(64)).map(|_| rand::random()).collect();
+        let sc = dev.upload_scalars(&s, &scalars).unwrap();
+        for bm in [None, Some(bitmap.as_slice())] {
+            let t = terms(&scalars, bm);
+            let p1 = dev.upload_g1(&s, &chain.g1(n)).unwrap();
+            let got = dev.msm_g1(&s, &p1, &sc, n, bm).unwrap();
+            assert_eq!(got, G1Projective::generator() * chain.dlog(&t), "G1 n={n}");
+            let p2 = dev.upload_g2(&s, &chain.g2(n)).unwrap();
+            let got = dev.msm_g2(&s, &p2, &sc, n, bm).unwrap();
+            assert_eq!(got, G2Projective::generator() * chain.dlog(&t), "G2 n={n}");
+        }
+    }
+}

@@ -1,0 +1,191 @@
+// Montgomery arithmetic for the BLS12-381 fields, templated on the modulus.
+//
+// Layout: an element is N little-endian 32-bit limbs, which is byte-for-byte
+// blst's little-endian u64 limbs (blst_fr = [u64;4], blst_fp = [u64;6]) on a
+// little-endian machine, so buffers of blstrs values are used as they are.
+// Values are kept in Montgomery form with R = 2^(32N), fully reduced (< p),
+// exactly as blst keeps them.
+#pragma once
+#include <cstdint>
+
+// ---- moduli and constants (little-endian 32-bit limbs) ----
+__constant__ uint32_t KILN_FR_MOD[8] = {0x00000001, 0xffffffff, 0xfffe5bfe, 0x53bda402,
+                                        0x09a1d805, 0x3339d808, 0x299d7d48, 0x73eda753};
+__constant__ uint32_t KILN_FR_ONE[8] = {0xfffffffe, 0x00000001, 0x00034802, 0x5884b7fa,
+                                        0xecbc4ff5, 0x998c4fef, 0xacc5056f, 0x1824b159};
+__constant__ uint32_t KILN_FP_MOD[12] = {0xffffaaab, 0xb9feffff, 0xb153ffff, 0x1eabfffe,
+                                         0xf6b0f624, 0x6730d2a0, 0xf38512bf, 0x64774b84,
+                                         0x434bacd7, 0x4b1ba7b6, 0x397fe69a, 0x1a0111ea};
+__constant__ uint32_t KILN_FP_ONE[12] = {0x0002fffd, 0x76090000, 0xc40c0002, 0xebf4000b,
+                                         0x53c758ba, 0x5f489857, 0x70525745, 0x77ce5853,
+                                         0xa256ec6d, 0x5c071a97, 0xfa80e493, 0x15f65ec3};
+
+struct FrParams {
+    static constexpr int N = 8;
+    static constexpr uint32_t INV = 0xffffffffu;  // -r^-1 mod 2^32
+    static __device__ __forceinline__ uint32_t mod(int i) { return KILN_FR_MOD[i]; }
+    static __device__ __forceinline__ uint32_t one(int i) { return KILN_FR_ONE[i]; }
+};
+struct FpParams {
+    static constexpr int N = 12;
+    static constexpr uint32_t INV = 0xfffcfffdu;  // -p^-1 mod 2^32
+    static __device__ __forceinline__ uint32_t mod(int i) { return KILN_FP_MOD[i]; }
+    static __device__ __forceinline__ uint32_t one(int i) { return KILN_FP_ONE[i]; }
+};
+
+// Both moduli leave the top bit of the top limb free (255 of 256, 381 of 384
+// bits), so a + b < 2^(32N) and the Montgomery product of reduced inputs is
+// < 2p before its final subtraction: no carry word beyond N limbs is needed.
+template <class P>
+struct alignas(16) Fe {
+    static constexpr int N = P::N;
+    uint32_t v[N];
+
+    static __device__ __forceinline__ Fe zero() {
+        Fe r;
+#pragma unroll
+        for (int i = 0; i < N; i++) r.v[i] = 0;
+        return r;
+    }
+    static __device__ __forceinline__ Fe one() {
+        Fe r;
+#pragma unroll
+        for (int i = 0; i < N; i++) r.v[i] = P::one(i);
+        return r;
+    }
+    __device__ __forceinline__ bool is_zero() const {
+        uint32_t acc = 0;
+#pragma unroll
+        for (int i = 0; i < N; i++) acc |= v[i];
+        return acc == 0;
+    }
+    __device__ __forceinline__ bool operator==(const Fe& o) const {
+        uint32_t acc = 0;
+#pragma unroll
+        for (int i = 0; i < N; i++) acc |= v[i] ^ o.v[i];
+        return acc == 0;
+    }
+
+    // r = a - p if a >= p, else a.
+    static __device__ __forceinline__ Fe reduce_once(const Fe& a) {
+        Fe t;
+        uint32_t borrow = 0;
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+            uint64_t d = (uint64_t)a.v[i] - P::mod(i) - borrow;
+            t.v[i] = (uint32_t)d;
+            borrow = (uint32_t)(d >> 63);
+        }
+        return borrow ? a : t;
+    }
+
+    __device__ __forceinline__ friend Fe operator+(const Fe& a, const Fe& b) {
+        Fe s;
+        uint32_t carry = 0;
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+            uint64_t t = (uint64_t)a.v[i] + b.v[i] + carry;
+            s.v[i] = (uint32_t)t;
+            carry = (uint32_t)(t >> 32);
+        }
+        return reduce_once(s);
+    }
+
+    __device__ __forceinline__ friend Fe operator-(const Fe& a, const Fe& b) {
+        Fe d;
+        uint32_t borrow = 0;
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+            uint64_t t = (uint64_t)a.v[i] - b.v[i] - borrow;
+            d.v[i] = (uint32_t)t;
+            borrow = (uint32_t)(t >> 63);
+        }
+        if (borrow) {  // went below zero: add p back
+            uint32_t carry = 0;
+#pragma unroll
+            for (int i = 0; i < N; i++) {
+                uint64_t t = (uint64_t)d.v[i] + P::mod(i) + carry;
+                d.v[i] = (uint32_t)t;
+                carry = (uint32_t)(t >> 32);
+            }
+        }
+        return d;
+    }
+
+    __device__ __forceinline__ Fe neg() const { return is_zero() ? *this : zero() - *this; }
+    __device__ __forceinline__ Fe dbl() const { return *this + *this; }
+
+    // Montgomery product a*b*R^-1 mod p, CIOS with 32-bit limbs. The 64-bit
+    // sums a*b + t + carry never overflow ((2^32-1)^2 + 2(2^32-1) = 2^64-1).
+    __device__ __forceinline__ friend Fe operator*(const Fe& a, const Fe& b) {
+        uint32_t t[N + 1];
+#pragma unroll
+        for (int i = 0; i < N + 1; i++) t[i] = 0;
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+            uint64_t carry = 0;
+            const uint32_t bi = b.v[i];
+#pragma unroll
+            for (int j = 0; j < N; j++) {
+                uint64_t s = (uint64_t)a.v[j] * bi + t[j] + carry;
+                t[j] = (uint32_t)s;
+                carry = s >> 32;
+            }
+            uint64_t s = (uint64_t)t[N] + carry;
+            t[N] = (uint32_t)s;
+            const uint32_t top = (uint32_t)(s >> 32);
+            const uint32_t m = t[0] * P::INV;
+            s = (uint64_t)m * P::mod(0) + t[0];
+            carry = s >> 32;
+#pragma unroll
+            for (int j = 1; j < N; j++) {
+                s = (uint64_t)m * P::mod(j) + t[j] + carry;
+                t[j - 1] = (uint32_t)s;
+                carry = s >> 32;
+            }
+            s = (uint64_t)t[N] + carry;
+            t[N - 1] = (uint32_t)s;
+            t[N] = top + (uint32_t)(s >> 32);
+        }
+        Fe r;
+#pragma unroll
+        for (int i = 0; i < N; i++) r.v[i] = t[i];
+        return reduce_once(r);
+    }
+
+    __device__ __forceinline__ Fe sqr() const { return *this * *this; }
+
+    // Montgomery form -> plain integer (multiply by 1 = R^-1 scaling).
+    __device__ __forceinline__ Fe from_mont() const {
+        Fe one_raw = zero();
+        one_raw.v[0] = 1;
+        return *this * one_raw;
+    }
+};
+
+using Fr = Fe<FrParams>;
+using Fp = Fe<FpParams>;
+
+// Fp2 = Fp[u]/(u^2 + 1), laid out as blst_fp2 {c0, c1}.
+struct alignas(16) Fp2 {
+    Fp c0, c1;
+    static __device__ __forceinline__ Fp2 zero() { return {Fp::zero(), Fp::zero()}; }
+    static __device__ __forceinline__ Fp2 one() { return {Fp::one(), Fp::zero()}; }
+    __device__ __forceinline__ bool is_zero() const { return c0.is_zero() && c1.is_zero(); }
+    __device__ __forceinline__ friend Fp2 operator+(const Fp2& a, const Fp2& b) { return {a.c0 + b.c0, a.c1 + b.c1}; }
+    __device__ __forceinline__ friend Fp2 operator-(const Fp2& a, const Fp2& b) { return {a.c0 - b.c0, a.c1 - b.c1}; }
+    __device__ __forceinline__ Fp2 neg() const { return {c0.neg(), c1.neg()}; }
+    __device__ __forceinline__ Fp2 dbl() const { return {c0.dbl(), c1.dbl()}; }
+    // Karatsuba: 3 base-field products.
+    __device__ __noinline__ friend Fp2 operator*(const Fp2& a, const Fp2& b) {
+        Fp t0 = a.c0 * b.c0;
+        Fp t1 = a.c1 * b.c1;
+        Fp t2 = (a.c0 + a.c1) * (b.c0 + b.c1);
+        return {t0 - t1, t2 - t0 - t1};
+    }
+    // (a + bu)^2 = (a+b)(a-b) + 2ab u: 2 base-field products.
+    __device__ __noinline__ Fp2 sqr() const {
+        Fp t = c0 * c1;
+        return {(c0 + c1) * (c0 - c1), t.dbl()};
+    }
+};

@@ -1,0 +1,6 @@
+// The one translation unit nvcc compiles into kiln's fatbin (xtask kernels,
+// kiln-gpu's build.rs). Every kernel is extern "C" so the host finds it by name.
+#include "field.cuh"
+#include "curve.cuh"
+#include "ntt.cuh"
+#include "msm.cuh"

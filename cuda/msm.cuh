@@ -1,0 +1,229 @@
+// Pippenger MSM over G1 and G2 with signed c-bit windows.
+//
+// Scalars come in blst's Montgomery form. Passes, all on the caller's stream:
+//  1. kiln_msm_count:   class each scalar (0: skipped, 1: "one", 2: general),
+//                       count the points falling in each (window, bucket).
+//  2. kiln_msm_scan:    per-window exclusive prefix sums -> bucket offsets.
+//  3. kiln_msm_scatter: write each general scalar's point index (sign in bit
+//                       31) into its bucket's slot: a counting sort.
+//  4. bucket_acc:       one thread per bucket adds its points (mixed XYZZ).
+//  5. bucket_reduce:    one thread per run of L buckets computes
+//                       sum_b (b+1) * bucket_b over its run.
+//  6. sum:              sums groups of G consecutive XYZZ points (window
+//                       totals, and the partial sums of the ones).
+//  7. ones:             sums the points whose scalar is 1, in parallel chunks
+//                       (Filecoin witnesses are mostly bits: these would
+//                       otherwise pile into a single bucket).
+// The host combines window totals (Horner in 2^c) with blstrs.
+//
+// Density bitmap (optional): scalar i takes part iff bit i of bitmap is set,
+// and uses point rank(i) = popcount of bitmap bits below i; prefix[w] holds
+// the popcount of words below w (computed on the host).
+#pragma once
+#include "field.cuh"
+#include "curve.cuh"
+
+struct Selection {
+    const uint64_t* bitmap;  // null: every scalar, point i for scalar i
+    const uint32_t* prefix;
+};
+
+// Returns whether scalar i takes part; sets its point index.
+__device__ __forceinline__ bool select_point(const Selection& sel, uint32_t i, uint32_t& pidx) {
+    if (!sel.bitmap) { pidx = i; return true; }
+    uint64_t word = sel.bitmap[i >> 6];
+    uint32_t bit = i & 63;
+    if (!((word >> bit) & 1)) return false;
+    pidx = sel.prefix[i >> 6] + __popcll(word & ((1ull << bit) - 1));
+    return true;
+}
+
+// Class of scalar i and its plain-integer limbs (zero-padded to 10 limbs so
+// every window can read two limbs).
+__device__ __forceinline__ uint32_t classify(const Fr* scalars, const Selection& sel, uint32_t i,
+                                             uint32_t& pidx, uint32_t s[10]) {
+    if (!select_point(sel, i, pidx)) return 0;
+    Fr v = scalars[i].from_mont();
+#pragma unroll
+    for (int j = 0; j < 8; j++) s[j] = v.v[j];
+    s[8] = 0; s[9] = 0;
+    uint32_t hi = 0;
+#pragma unroll
+    for (int j = 1; j < 8; j++) hi |= s[j];
+    if (hi == 0 && s[0] == 0) return 0;
+    if (hi == 0 && s[0] == 1) return 1;
+    return 2;
+}
+
+// Signed digit of window w; carry in/out. Returns magnitude (0..2^(c-1)).
+__device__ __forceinline__ uint32_t window_digit(const uint32_t s[10], uint32_t w, uint32_t c,
+                                                 uint32_t& carry, bool& neg) {
+    uint32_t off = w * c, limb = off >> 5, sh = off & 31;
+    uint64_t two = ((uint64_t)s[limb + 1] << 32) | s[limb];
+    uint32_t v = (uint32_t)((two >> sh) & ((1ull << c) - 1)) + carry;
+    if (v > (1u << (c - 1))) {
+        carry = 1; neg = true;
+        return (1u << c) - v;
+    }
+    carry = 0; neg = false;
+    return v;
+}
+
+extern "C" __global__ void kiln_msm_count(const Fr* scalars, Selection sel, uint32_t n, uint32_t c,
+                                          uint32_t windows, uint32_t* counts, uint8_t* cls) {
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    uint32_t s[10], pidx;
+    uint32_t k = classify(scalars, sel, i, pidx, s);
+    cls[i] = (uint8_t)k;
+    if (k != 2) return;
+    const uint32_t B = 1u << (c - 1);
+    uint32_t carry = 0;
+    for (uint32_t w = 0; w < windows; w++) {
+        bool neg;
+        uint32_t d = window_digit(s, w, c, carry, neg);
+        if (d) atomicAdd(&counts[(size_t)w * B + d - 1], 1u);
+    }
+}
+
+// One block (1024 threads) per window: exclusive scan of that window's B counts.
+extern "C" __global__ void kiln_msm_scan(const uint32_t* counts, uint32_t* offsets, uint32_t* cursor, uint32_t B) {
+    __shared__ uint32_t part[1024];
+    const uint32_t* cw = counts + (size_t)blockIdx.x * B;
+    uint32_t per = (B + blockDim.x - 1) / blockDim.x;
+    uint32_t lo = threadIdx.x * per, hi = min(lo + per, B);
+    uint32_t sum = 0;
+    for (uint32_t b = lo; b < hi; b++) sum += cw[b];
+    part[threadIdx.x] = sum;
+    __syncthreads();
+    // Hillis-Steele inclusive scan of the per-thread sums.
+    for (uint32_t d = 1; d < blockDim.x; d <<= 1) {
+        uint32_t x = threadIdx.x >= d ? part[threadIdx.x - d] : 0;
+        __syncthreads();
+        part[threadIdx.x] += x;
+        __syncthreads();
+    }
+    uint32_t run = part[threadIdx.x] - sum;
+    for (uint32_t b = lo; b < hi; b++) {
+        size_t g = (size_t)blockIdx.x * B + b;
+        offsets[g] = run;
+        cursor[g] = run;
+        run += cw[b];
+    }
+}
+
+extern "C" __global__ void kiln_msm_scatter(const Fr* scalars, Selection sel, uint32_t n, uint32_t c,
+                                            uint32_t windows, uint32_t* cursor, uint32_t* sorted) {
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    uint32_t s[10], pidx;
+    if (classify(scalars, sel, i, pidx, s) != 2) return;
+    const uint32_t B = 1u << (c - 1);
+    uint32_t carry = 0;
+    for (uint32_t w = 0; w < windows; w++) {
+        bool neg;
+        uint32_t d = window_digit(s, w, c, carry, neg);
+        if (d) {
+            uint32_t pos = atomicAdd(&cursor[(size_t)w * B + d - 1], 1u);
+            sorted[(size_t)w * n + pos] = pidx | (neg ? 0x80000000u : 0u);
+        }
+    }
+}
+
+template <class F>
+__device__ __forceinline__ void bucket_acc(const Affine<F>* points, const uint32_t* sorted,
+                                           const uint32_t* offsets, const uint32_t* counts, uint32_t n,
+                                           uint32_t c, uint32_t windows, Xyzz<F>* buckets) {
+    const uint32_t B = 1u << (c - 1);
+    size_t gb = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (gb >= (size_t)windows * B) return;
+    size_t w = gb / B;
+    const uint32_t* list = sorted + w * n + offsets[gb];
+    uint32_t cnt = counts[gb];
+    Xyzz<F> acc = Xyzz<F>::inf();
+    for (uint32_t k = 0; k < cnt; k++) {
+        uint32_t e = list[k];
+        Affine<F> q = points[e & 0x7fffffffu];
+        if (e >> 31) q.y = q.y.neg();
+        acc.add_affine(q);
+    }
+    buckets[gb] = acc;
+}
+
+// Segment s of window w covers buckets [s*L, s*L + L) (B is a multiple of L).
+template <class F>
+__device__ __forceinline__ void bucket_reduce(const Xyzz<F>* buckets, uint32_t B, uint32_t L,
+                                              uint32_t segments_total, Xyzz<F>* out) {
+    uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= segments_total) return;
+    uint32_t S = B / L;
+    uint32_t w = g / S, s = g % S;
+    const Xyzz<F>* bw = buckets + (size_t)w * B;
+    uint32_t start = s * L;
+    Xyzz<F> run = Xyzz<F>::inf(), tot = Xyzz<F>::inf();
+    for (uint32_t b = start + L; b-- > start;) {
+        run.add(bw[b]);
+        tot.add(run);
+    }
+    // + start * run: bucket b holds digit b + 1.
+    Xyzz<F> q = Xyzz<F>::inf();
+    for (int bit = 31; bit >= 0; bit--) {
+        q = q.dbl();
+        if ((start >> bit) & 1) q.add(run);
+    }
+    tot.add(q);
+    out[g] = tot;
+}
+
+template <class F>
+__device__ __forceinline__ void sum_groups(const Xyzz<F>* in, uint32_t count, uint32_t G, Xyzz<F>* out) {
+    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    uint32_t lo = t * G;
+    if (lo >= count) return;
+    uint32_t hi = min(lo + G, count);
+    Xyzz<F> acc = Xyzz<F>::inf();
+    for (uint32_t k = lo; k < hi; k++) acc.add(in[k]);
+    out[t] = acc;
+}
+
+template <class F>
+__device__ __forceinline__ void ones_sum(const Affine<F>* points, Selection sel, const uint8_t* cls,
+                                         uint32_t n, uint32_t chunk, Xyzz<F>* out) {
+    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    uint32_t lo = t * chunk;
+    Xyzz<F> acc = Xyzz<F>::inf();
+    if (lo < n) {
+        uint32_t hi = min(lo + chunk, n);
+        for (uint32_t i = lo; i < hi; i++) {
+            if (cls[i] != 1) continue;
+            uint32_t pidx;
+            select_point(sel, i, pidx);
+            acc.add_affine(points[pidx]);
+        }
+    }
+    out[t] = acc;
+}
+
+#define KILN_MSM_CURVE(SUFFIX, F)                                                                       \
+    extern "C" __global__ void kiln_msm_bucket_acc_##SUFFIX(const Affine<F>* points, const uint32_t* sorted, \
+                                                            const uint32_t* offsets, const uint32_t* counts, \
+                                                            uint32_t n, uint32_t c, uint32_t windows,        \
+                                                            Xyzz<F>* buckets) {                              \
+        bucket_acc<F>(points, sorted, offsets, counts, n, c, windows, buckets);                             \
+    }                                                                                                       \
+    extern "C" __global__ void kiln_msm_bucket_reduce_##SUFFIX(const Xyzz<F>* buckets, uint32_t B, uint32_t L, \
+                                                               uint32_t total, Xyzz<F>* out) {               \
+        bucket_reduce<F>(buckets, B, L, total, out);                                                        \
+    }                                                                                                       \
+    extern "C" __global__ void kiln_msm_sum_##SUFFIX(const Xyzz<F>* in, uint32_t count, uint32_t G,          \
+                                                     Xyzz<F>* out) {                                         \
+        sum_groups<F>(in, count, G, out);                                                                   \
+    }                                                                                                       \
+    extern "C" __global__ void kiln_msm_ones_##SUFFIX(const Affine<F>* points, Selection sel,                \
+                                                      const uint8_t* cls, uint32_t n, uint32_t chunk,        \
+                                                      Xyzz<F>* out) {                                        \
+        ones_sum<F>(points, sel, cls, n, chunk, out);                                                       \
+    }
+
+KILN_MSM_CURVE(g1, Fp)
+KILN_MSM_CURVE(g2, Fp2)
