@@ -1,0 +1,92 @@
+//! [`EngineConfig`]: every knob of the engine, with defaults, deserializable
+//! from the daemon's TOML (`[engine]` table; any field may be left out).
+
+use serde::{Deserialize, Serialize};
+
+/// How the engine is sized. `EngineConfig::default()` runs on any host.
+///
+/// ```
+/// let cfg: kiln_pipeline::EngineConfig = serde_json::from_str(
+///     r#"{ "synthesis_workers": 3, "memory_budget_bytes": 1073741824 }"#,
+/// ).unwrap();
+/// assert_eq!(cfg.synthesis_workers, 3);
+/// assert_eq!(cfg.gpu_queue_depth, kiln_pipeline::EngineConfig::default().gpu_queue_depth);
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EngineConfig {
+    /// Threads that synthesize partitions; each holds at most one partition
+    /// (its permit) from memory grant until the GPU queue accepts it.
+    /// Default: half the cores, at least 1, at most 8 (synthesis is
+    /// memory-hungry: each worker holds a whole partition).
+    pub synthesis_workers: usize,
+    /// Synthesized partitions the GPU queue holds before synthesis workers
+    /// block (0 = hand-off only). Default 1.
+    pub gpu_queue_depth: usize,
+    /// Threads that assemble and verify proofs off the GPU workers. Default 2.
+    pub finalizer_threads: usize,
+    /// The host memory budget; `None` sizes it from the host (RAM or cgroup
+    /// limit) minus `memory_margin_bytes`.
+    pub memory_budget_bytes: Option<u64>,
+    /// Kept free for everything the budget does not count, when the budget is
+    /// sized from the host. Default 4 GiB.
+    pub memory_margin_bytes: u64,
+    /// Cap on the buffer pool (a/b/c/aux buffers); `None` = the whole budget
+    /// (the pool is inside the budget either way).
+    pub pinned_pool_bytes: Option<u64>,
+    /// Page-lock pool buffers when a CUDA driver is present. Off: ordinary
+    /// page-aligned memory (CPU-only hosts, tests).
+    pub pin_host_buffers: bool,
+    /// Host memory a backend allocates while it starts a proof, as a
+    /// multiple of the partition's a/b/c + aux bytes; reserved with the
+    /// partition and given back when the backend returns. The CPU backend
+    /// copies a/b/c into its own vectors (1.0); a GPU backend that reads the
+    /// pool buffers directly needs about 0. Default 1.0 (the safe side).
+    pub backend_scratch_ratio: f64,
+    /// Per-partition bookkeeping beyond its buffers (densities, inputs,
+    /// proof state) reserved on top of what the shape implies. Default 1 MiB.
+    pub partition_overhead_bytes: u64,
+    /// How long finished jobs are remembered for `wait` and resubmission. Default 600 s.
+    pub finished_job_retention_secs: u64,
+    /// At most one buffer-counter summary per this many milliseconds in the
+    /// logs (every transition is also logged at `trace`). Default 1000.
+    pub counter_log_interval_ms: u64,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+        EngineConfig {
+            synthesis_workers: (cores / 2).clamp(1, 8),
+            gpu_queue_depth: 1,
+            finalizer_threads: 2,
+            memory_budget_bytes: None,
+            memory_margin_bytes: 4 << 30,
+            pinned_pool_bytes: None,
+            pin_host_buffers: true,
+            backend_scratch_ratio: 1.0,
+            partition_overhead_bytes: 1 << 20,
+            finished_job_retention_secs: 600,
+            counter_log_interval_ms: 1000,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// Checks the values make sense together.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.synthesis_workers == 0 {
+            return Err("synthesis_workers must be at least 1".into());
+        }
+        if self.finalizer_threads == 0 {
+            return Err("finalizer_threads must be at least 1".into());
+        }
+        if !(self.backend_scratch_ratio.is_finite() && self.backend_scratch_ratio >= 0.0) {
+            return Err(format!("backend_scratch_ratio must be a non-negative number, not {}", self.backend_scratch_ratio));
+        }
+        if self.memory_budget_bytes == Some(0) {
+            return Err("memory_budget_bytes must be more than 0".into());
+        }
+        Ok(())
+    }
+}

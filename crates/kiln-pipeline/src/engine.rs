@@ -1,0 +1,536 @@
+//! [`Engine`]: the public face of the pipeline. Submission, waiting,
+//! cancellation, status and shutdown; the threads live in `workers`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use kiln_groth16::ProverBackend;
+use kiln_memory::{MemoryBudget, PinnedPool};
+use parking_lot::Mutex;
+
+use crate::buffers::PartitionFootprint;
+use crate::config::EngineConfig;
+use crate::counters::StageCounters;
+use crate::job::{JobOutcome, JobRequest, SrsSpec, SubmitError, Submitted};
+use crate::jobs::Job;
+use crate::queue::WorkQueue;
+use crate::srs::{EvictResult, PreloadResult, SrsManager};
+use crate::status::{prometheus_text, EngineStatus, GpuWorkerStatus, JobTotals, QueueStatus, WorkerStatus};
+use crate::workers::{self, Proving, Synthesized, PartitionTask};
+
+/// The engine could not start, or an SRS operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("invalid engine configuration: {0}")]
+    Config(String),
+    #[error("cannot size the memory budget from the host: {0}")]
+    Memory(String),
+    #[error("cannot start engine threads: {0}")]
+    Thread(#[from] std::io::Error),
+    #[error("{0}")]
+    Srs(String),
+    #[error("the engine is shut down")]
+    ShutDown,
+}
+
+/// Everything the threads share.
+pub(crate) struct Shared {
+    pub(crate) config: EngineConfig,
+    pub(crate) budget: MemoryBudget,
+    pub(crate) pool: PinnedPool,
+    pub(crate) srs: Arc<SrsManager>,
+    pub(crate) counters: Arc<StageCounters>,
+    pub(crate) synth_queue: WorkQueue<PartitionTask>,
+    pub(crate) gpu_queue: WorkQueue<Synthesized>,
+    pub(crate) final_queue: WorkQueue<Proving>,
+    /// Held by the one synthesis worker acquiring memory (parameters, pool
+    /// buffer, reservation), so two workers never each hold part of what
+    /// both need: whoever waits at the gate holds nothing.
+    pub(crate) acquire_gate: Mutex<()>,
+    jobs: Mutex<Registry>,
+    pub(crate) gpu_workers: Vec<Mutex<GpuWorkerStatus>>,
+    pub(crate) synthesis_busy: AtomicUsize,
+    /// No new jobs.
+    accepting: AtomicBool,
+    /// Workers exit.
+    pub(crate) stopping: AtomicBool,
+    pub(crate) totals: Totals,
+    started: Instant,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+#[derive(Default)]
+pub(crate) struct Totals {
+    submitted: AtomicU64,
+    completed: AtomicU64,
+    failed: AtomicU64,
+    cancelled: AtomicU64,
+    deadline_missed: AtomicU64,
+    pub(crate) partitions_proved: AtomicU64,
+}
+
+#[derive(Default)]
+struct Registry {
+    by_id: HashMap<String, Arc<Job>>,
+    next_seq: u64,
+}
+
+impl Shared {
+    /// Ends `job` with `outcome` (first end wins), drops its queued
+    /// partitions (freeing their memory) and counts it.
+    pub(crate) fn end_job(&self, job: &Arc<Job>, outcome: JobOutcome) {
+        let name = outcome.name();
+        let message = match &outcome {
+            JobOutcome::Failed(m) => Some(m.clone()),
+            _ => None,
+        };
+        if !job.end(outcome) {
+            return;
+        }
+        let t = &self.totals;
+        match name {
+            "completed" => t.completed.fetch_add(1, Ordering::Relaxed),
+            "failed" => t.failed.fetch_add(1, Ordering::Relaxed),
+            _ => t.cancelled.fetch_add(1, Ordering::Relaxed),
+        };
+        if job.deadline.is_some_and(|d| Instant::now() > d) {
+            t.deadline_missed.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(job = %job.id, kind = %job.kind, "job ended after its deadline");
+        }
+        let timings = job.timings();
+        tracing::info!(
+            job = %job.id, kind = %job.kind, outcome = name, error = message.as_deref(),
+            queue_wait_ms = timings.queue_wait.as_millis() as u64, srs_load_ms = timings.srs_load.as_millis() as u64,
+            synthesis_ms = timings.synthesis.as_millis() as u64, gpu_compute_ms = timings.gpu_compute.as_millis() as u64,
+            total_ms = timings.total.as_millis() as u64, "job ended"
+        );
+        // Dropped here, outside the queues' locks: their memory goes back now.
+        let queued = self.synth_queue.remove_where(|t| Arc::ptr_eq(&t.job, job));
+        let synthesized = self.gpu_queue.remove_where(|s| Arc::ptr_eq(&s.job, job));
+        let proving = self.final_queue.remove_where(|p| Arc::ptr_eq(&p.job, job));
+        drop((queued, synthesized, proving));
+        // Workers blocked pushing this job's partitions re-check and give up.
+        self.gpu_queue.wake_all();
+    }
+
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+}
+
+/// The proving engine. Cheap to clone (all clones drive the same engine).
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use kiln_pipeline::{Engine, EngineConfig, JobOutcome, JobRequest, Priority};
+/// use kiln_pipeline::synthetic::SyntheticJob;
+/// use kiln_synth::workload::WorkloadKind;
+///
+/// let engine = Engine::start(EngineConfig::default(), vec![])?; // CPU backend
+/// let job = SyntheticJob::new(WorkloadKind::Dense, 10, 2, 3, "/tmp/kiln-params");
+/// let sub = engine.submit(JobRequest::new("req-1", Priority::Normal, Arc::new(job)))?;
+/// match engine.wait_blocking(&sub.job_id, Some(Duration::from_secs(60))) {
+///     JobOutcome::Completed { proof, .. } => assert_eq!(proof.len(), 3 * 192),
+///     other => panic!("{other:?}"),
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct Engine {
+    handle: Arc<Handle>,
+}
+
+/// Stops the threads when the last `Engine` clone goes away.
+struct Handle {
+    shared: Arc<Shared>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        stop_threads(&self.shared);
+    }
+}
+
+fn stop_threads(shared: &Shared) {
+    shared.accepting.store(false, Ordering::Release);
+    shared.stopping.store(true, Ordering::Release);
+    drop(shared.synth_queue.close());
+    drop(shared.gpu_queue.close());
+    drop(shared.final_queue.close());
+}
+
+impl Engine {
+    /// Starts the threads: `config.synthesis_workers` synthesis workers, one
+    /// GPU worker per entry of `backends` (list a backend twice for two
+    /// workers on one GPU; an empty list means one [`kiln_groth16::CpuBackend`]
+    /// worker), and `config.finalizer_threads` finalizers.
+    pub fn start(config: EngineConfig, backends: Vec<Arc<dyn ProverBackend>>) -> Result<Engine, EngineError> {
+        config.validate().map_err(EngineError::Config)?;
+        let budget = MemoryBudget::from_config(config.memory_budget_bytes, config.memory_margin_bytes)
+            .map_err(|e| EngineError::Memory(e.to_string()))?;
+        let pool_cap = config.pinned_pool_bytes.unwrap_or(budget.total()).min(budget.total());
+        let pool = if config.pin_host_buffers { PinnedPool::new(&budget, pool_cap) } else { PinnedPool::pageable(&budget, pool_cap) };
+        let backends: Vec<Arc<dyn ProverBackend>> =
+            if backends.is_empty() { vec![Arc::new(kiln_groth16::CpuBackend)] } else { backends };
+        let shared = Arc::new(Shared {
+            srs: SrsManager::new(budget.clone(), pool.clone()),
+            counters: StageCounters::new(config.counter_log_interval_ms),
+            synth_queue: WorkQueue::new(None),
+            gpu_queue: WorkQueue::new(Some(config.gpu_queue_depth.max(1))),
+            final_queue: WorkQueue::new(None),
+            acquire_gate: Mutex::new(()),
+            jobs: Mutex::new(Registry::default()),
+            gpu_workers: backends
+                .iter()
+                .enumerate()
+                .map(|(index, b)| {
+                    Mutex::new(GpuWorkerStatus {
+                        index,
+                        backend: b.name(),
+                        current_job_id: None,
+                        current_kind_label: None,
+                        partitions_started: 0,
+                    })
+                })
+                .collect(),
+            synthesis_busy: AtomicUsize::new(0),
+            accepting: AtomicBool::new(true),
+            stopping: AtomicBool::new(false),
+            totals: Totals::default(),
+            started: Instant::now(),
+            threads: Mutex::new(Vec::new()),
+            budget,
+            pool,
+            config,
+        });
+        let engine = Engine { handle: Arc::new(Handle { shared: shared.clone() }) };
+        let mut threads = Vec::new();
+        for i in 0..shared.config.synthesis_workers {
+            let s = shared.clone();
+            threads.push(std::thread::Builder::new().name(format!("kiln-synth-{i}")).spawn(move || workers::synthesis_worker(s))?);
+        }
+        for (i, backend) in backends.into_iter().enumerate() {
+            let s = shared.clone();
+            threads.push(std::thread::Builder::new().name(format!("kiln-gpu-{i}")).spawn(move || workers::gpu_worker(s, i, backend))?);
+        }
+        for i in 0..shared.config.finalizer_threads {
+            let s = shared.clone();
+            threads.push(std::thread::Builder::new().name(format!("kiln-final-{i}")).spawn(move || workers::finalizer(s))?);
+        }
+        *shared.threads.lock() = threads;
+        let snap = shared.budget.snapshot();
+        tracing::info!(
+            budget_bytes = snap.total,
+            pool_cap_bytes = shared.pool.max_bytes(),
+            page_locked = shared.pool.is_page_locked(),
+            synthesis_workers = shared.config.synthesis_workers,
+            gpu_workers = shared.gpu_workers.len(),
+            gpu_queue_depth = shared.config.gpu_queue_depth.max(1),
+            "kiln engine started"
+        );
+        Ok(engine)
+    }
+
+    fn shared(&self) -> &Arc<Shared> {
+        &self.handle.shared
+    }
+
+    /// Queues a job and returns at once.
+    ///
+    /// - A `request_id` the engine already knows returns that job
+    ///   (`existing: true`) and queues nothing.
+    /// - A job one of whose partitions (with its parameters) can never fit
+    ///   the memory budget or the buffer pool is refused with
+    ///   [`SubmitError::TooLarge`]. When its parameters must first be
+    ///   generated, that check happens once they exist, and the job fails
+    ///   with the same message.
+    pub fn submit(&self, req: JobRequest) -> Result<Submitted, SubmitError> {
+        let shared = self.shared();
+        if !shared.accepting.load(Ordering::Acquire) {
+            return Err(SubmitError::ShuttingDown);
+        }
+        if let Some(existing) = self.existing(&req.request_id) {
+            return Ok(existing);
+        }
+        let source = req.source.clone();
+        let (num_partitions, spec) = catch_unwind(AssertUnwindSafe(|| (source.num_partitions(), source.srs())))
+            .map_err(|p| SubmitError::Invalid(format!("the job's description panicked: {}", workers::panic_message(&p))))?;
+        if num_partitions == 0 {
+            return Err(SubmitError::Invalid("the job has no partitions".into()));
+        }
+        shared.srs.register(&spec).map_err(SubmitError::Invalid)?;
+        if spec.path.exists() {
+            let params = shared.srs.probe(&spec).map_err(|e| SubmitError::Invalid(format!("cannot read the job's parameters: {e}")))?;
+            let worst = (0..num_partitions)
+                .map(|i| catch_unwind(AssertUnwindSafe(|| source.partition_shape(&params, i))))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|p| SubmitError::Invalid(format!("sizing the job's partitions panicked: {}", workers::panic_message(&p))))?
+                .iter()
+                .map(|shape| PartitionFootprint::of(shape, &shared.config))
+                .max_by_key(PartitionFootprint::total)
+                .expect("at least one partition");
+            check_fits(shared, &spec, params.size_bytes(), &worst).map_err(SubmitError::TooLarge)?;
+        } else if spec.generate.is_none() {
+            return Err(SubmitError::Invalid(format!(
+                "parameters {:?} not found at {} (and no way to generate them)",
+                spec.id,
+                spec.path.display()
+            )));
+        }
+
+        let mut reg = shared.jobs.lock();
+        prune(&mut reg, Duration::from_secs(shared.config.finished_job_retention_secs));
+        if let Some(job) = (!req.request_id.is_empty()).then(|| reg.by_id.get(&req.request_id)).flatten() {
+            let job = job.clone();
+            drop(reg);
+            return Ok(self.describe_existing(&job));
+        }
+        let seq = reg.next_seq;
+        reg.next_seq += 1;
+        let id: Arc<str> = if req.request_id.is_empty() { format!("job-{seq}").into() } else { req.request_id.as_str().into() };
+        let job = Job::new(id.clone(), seq, req.priority, req.source, spec, num_partitions, req.deadline);
+        let queue_position = shared.synth_queue.count_ahead(req.priority);
+        reg.by_id.insert(id.to_string(), job.clone());
+        // Queue while holding the registry lock, so a resubmission cannot
+        // see the job before its partitions are queued.
+        for index in 0..num_partitions {
+            let task = PartitionTask { job: job.clone(), index };
+            if shared.synth_queue.push(req.priority, (seq, index), task, || false, |_| {}).is_err() {
+                drop(reg);
+                shared.end_job(&job, JobOutcome::Cancelled);
+                return Err(SubmitError::ShuttingDown);
+            }
+        }
+        drop(reg);
+        shared.totals.submitted.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(job = %id, kind = %job.kind, priority = job.priority.name(), partitions = num_partitions, queue_position, "job queued");
+        Ok(Submitted { job_id: id.to_string(), queue_position, existing: false })
+    }
+
+    fn existing(&self, request_id: &str) -> Option<Submitted> {
+        if request_id.is_empty() {
+            return None;
+        }
+        let job = self.shared().jobs.lock().by_id.get(request_id).cloned()?;
+        Some(self.describe_existing(&job))
+    }
+
+    fn describe_existing(&self, job: &Arc<Job>) -> Submitted {
+        let (started, _) = job.progress();
+        let queue_position = if started == 0 && !job.is_stopped() {
+            self.shared().synth_queue.count_ahead(job.priority)
+        } else {
+            0
+        };
+        Submitted { job_id: job.id.to_string(), queue_position, existing: true }
+    }
+
+    fn job(&self, job_id: &str) -> Option<Arc<Job>> {
+        self.shared().jobs.lock().by_id.get(job_id).cloned()
+    }
+
+    /// Waits until the job ends or `timeout` passes (`None`: no limit).
+    /// A timeout does not affect the job. Needs a tokio runtime with time.
+    pub async fn wait(&self, job_id: &str, timeout: Option<Duration>) -> JobOutcome {
+        match self.job(job_id) {
+            Some(job) => job.wait(timeout).await,
+            None => JobOutcome::Unknown,
+        }
+    }
+
+    /// [`wait`](Self::wait) for plain threads.
+    pub fn wait_blocking(&self, job_id: &str, timeout: Option<Duration>) -> JobOutcome {
+        match self.job(job_id) {
+            Some(job) => job.wait_blocking(timeout),
+            None => JobOutcome::Unknown,
+        }
+    }
+
+    /// The outcome if the job has ended, `Timeout` if it is still running,
+    /// `Unknown` if there is no such job. Never waits.
+    pub fn poll(&self, job_id: &str) -> JobOutcome {
+        match self.job(job_id) {
+            Some(job) => job.outcome().unwrap_or(JobOutcome::Timeout),
+            None => JobOutcome::Unknown,
+        }
+    }
+
+    /// Cancels a job: its queued partitions are dropped and their memory
+    /// returned at once; partitions being synthesized or proved are dropped
+    /// at their next step. `None` for an unknown job; `Some(was_running)`
+    /// otherwise (`Some(false)` also for a job that had already ended,
+    /// which is left as it was).
+    pub fn cancel(&self, job_id: &str) -> Option<bool> {
+        let job = self.job(job_id)?;
+        if job.is_stopped() {
+            return Some(false);
+        }
+        let (started, _) = job.progress();
+        self.shared().end_job(&job, JobOutcome::Cancelled);
+        Some(started > 0)
+    }
+
+    /// Makes a parameter set hot ahead of work (generating it if missing and
+    /// allowed). Waits for memory if needed, evicting idle parameters.
+    pub fn preload_srs(&self, spec: SrsSpec) -> Result<PreloadResult, EngineError> {
+        let shared = self.shared();
+        let started = Instant::now();
+        shared.srs.register(&spec).map_err(EngineError::Srs)?;
+        if shared.srs.is_hot(&spec.id) {
+            return Ok(PreloadResult { already_loaded: true, load_time: Duration::ZERO });
+        }
+        shared.srs.ensure_file(&spec).map_err(EngineError::Srs)?;
+        // A preload is one more acquirer of memory: take the gate like a worker.
+        let _gate = shared.acquire_gate.lock();
+        let lease = shared.srs.lease(&spec, || shared.is_stopping()).map_err(EngineError::Srs)?.ok_or(EngineError::ShutDown)?;
+        drop(lease); // hot and idle: cached until evicted
+        Ok(PreloadResult { already_loaded: false, load_time: started.elapsed() })
+    }
+
+    /// Unloads a parameter set that no partition is using (an error if one is).
+    pub fn evict_srs(&self, id: &str) -> Result<EvictResult, EngineError> {
+        self.shared().srs.evict(id).map_err(EngineError::Srs)
+    }
+
+    /// Everything the engine can say about itself now.
+    pub fn status(&self) -> EngineStatus {
+        let shared = self.shared();
+        let jobs: Vec<Arc<Job>> = shared.jobs.lock().by_id.values().cloned().collect();
+        let mut queues: BTreeMap<String, QueueStatus> = BTreeMap::new();
+        let mut in_flight = 0;
+        for job in jobs.iter().filter(|j| !j.is_stopped()) {
+            in_flight += 1;
+            let (started, proved) = job.progress();
+            let q = queues.entry(job.kind.clone()).or_insert_with(|| QueueStatus { kind_label: job.kind.clone(), ..Default::default() });
+            if started < job.num_partitions {
+                q.pending_jobs += 1;
+            }
+            if started > 0 {
+                q.in_progress_jobs += 1;
+            }
+            q.pending_partitions += job.num_partitions - started;
+            q.in_progress_partitions += started - proved;
+        }
+        let t = &shared.totals;
+        EngineStatus {
+            uptime_secs: shared.started.elapsed().as_secs(),
+            budget: shared.budget.snapshot(),
+            pinned_pool: shared.pool.snapshot(),
+            buffers: shared.counters.snapshot(),
+            queues: queues.into_values().collect(),
+            workers: WorkerStatus {
+                synthesis_workers: shared.config.synthesis_workers,
+                synthesis_busy: shared.synthesis_busy.load(Ordering::Relaxed),
+                gpu_queue_depth: shared.config.gpu_queue_depth.max(1),
+                gpu_workers: shared.gpu_workers.iter().map(|w| w.lock().clone()).collect(),
+                finalizer_threads: shared.config.finalizer_threads,
+            },
+            srs: shared.srs.statuses(),
+            jobs: JobTotals {
+                submitted: t.submitted.load(Ordering::Relaxed),
+                completed: t.completed.load(Ordering::Relaxed),
+                failed: t.failed.load(Ordering::Relaxed),
+                cancelled: t.cancelled.load(Ordering::Relaxed),
+                in_flight,
+                deadline_missed: t.deadline_missed.load(Ordering::Relaxed),
+                partitions_proved: t.partitions_proved.load(Ordering::Relaxed),
+            },
+        }
+    }
+
+    /// [`status`](Self::status) in the Prometheus text format, for `/metrics`.
+    pub fn metrics_text(&self) -> String {
+        prometheus_text(&self.status())
+    }
+
+    /// The memory budget every component draws from (e.g. for a daemon's
+    /// own large buffers).
+    pub fn budget(&self) -> &MemoryBudget {
+        &self.shared().budget
+    }
+
+    /// Stops accepting jobs, lets in-flight jobs finish for up to `grace`,
+    /// cancels the rest, and joins every thread (a partition in the middle
+    /// of synthesis or proving finishes that step first). Idempotent.
+    pub async fn shutdown(&self, grace: Duration) {
+        let shared = self.shared().clone();
+        shared.accepting.store(false, Ordering::Release);
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline && self.in_flight() > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.cancel_all();
+        stop_threads(&shared);
+        let threads = std::mem::take(&mut *shared.threads.lock());
+        for t in threads {
+            while !t.is_finished() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let _ = t.join();
+        }
+        tracing::info!("kiln engine stopped");
+    }
+
+    /// [`shutdown`](Self::shutdown) for plain threads.
+    pub fn shutdown_blocking(&self, grace: Duration) {
+        let shared = self.shared().clone();
+        shared.accepting.store(false, Ordering::Release);
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline && self.in_flight() > 0 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.cancel_all();
+        stop_threads(&shared);
+        for t in std::mem::take(&mut *shared.threads.lock()) {
+            let _ = t.join();
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        self.shared().jobs.lock().by_id.values().filter(|j| !j.is_stopped()).count()
+    }
+
+    fn cancel_all(&self) {
+        let jobs: Vec<_> = self.shared().jobs.lock().by_id.values().cloned().collect();
+        for job in jobs.iter().filter(|j| !j.is_stopped()) {
+            tracing::warn!(job = %job.id, "cancelled by shutdown");
+            self.shared().end_job(job, JobOutcome::Cancelled);
+        }
+    }
+}
+
+/// Whether a partition of `footprint` with parameters of `srs_bytes` can
+/// ever run; the message says what does not fit.
+pub(crate) fn check_fits(shared: &Shared, spec: &SrsSpec, srs_bytes: u64, footprint: &PartitionFootprint) -> Result<(), String> {
+    let total = shared.budget.total();
+    let need = srs_bytes + footprint.total();
+    if need > total {
+        return Err(format!(
+            "one partition needs {} (a/b/c/aux buffers {}, prover scratch {}, bookkeeping {}) plus {} for parameters {:?}, \
+             but the memory budget is {}",
+            mib(need), mib(footprint.buffer_bytes), mib(footprint.scratch_bytes), mib(footprint.overhead_bytes),
+            mib(srs_bytes), spec.id, mib(total)
+        ));
+    }
+    if footprint.buffer_bytes > shared.pool.max_bytes() {
+        return Err(format!(
+            "one partition's a/b/c/aux buffers need {} but the buffer pool is capped at {}",
+            mib(footprint.buffer_bytes), mib(shared.pool.max_bytes())
+        ));
+    }
+    Ok(())
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+}
+
+/// Forgets jobs that ended more than `retention` ago.
+fn prune(reg: &mut Registry, retention: Duration) {
+    reg.by_id.retain(|_, j| j.ended_at().is_none_or(|t| t.elapsed() < retention));
+}

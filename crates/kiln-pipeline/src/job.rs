@@ -1,0 +1,248 @@
+//! What callers hand the engine and what they get back: [`JobRequest`],
+//! [`JobSource`] (the one trait a proof kind implements), [`JobOutcome`].
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kiln_groth16::{ParamsFile, ProvedProof};
+use kiln_synth::{Assignment, AssignmentBuffers, CircuitShape, SynthError};
+use serde::{Deserialize, Serialize};
+
+/// How urgent a job is. Synthesis workers and GPU workers always take the
+/// most urgent partition first (`Critical > High > Normal > Low`), and
+/// partitions of one level in submission order (FIFO), so a `Critical` job
+/// overtakes everything queued before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Priority {
+    Low,
+    #[default]
+    Normal,
+    High,
+    /// Must finish within a short deadline (e.g. WinningPoSt within an epoch).
+    Critical,
+}
+
+impl Priority {
+    /// Every level, least urgent first.
+    pub const ALL: [Priority; 4] = [Priority::Low, Priority::Normal, Priority::High, Priority::Critical];
+
+    /// A stable lowercase name, for metric labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            Priority::Low => "low",
+            Priority::Normal => "normal",
+            Priority::High => "high",
+            Priority::Critical => "critical",
+        }
+    }
+}
+
+/// Makes a missing parameter file: called with the path the file must appear
+/// at (atomically, e.g. by `kiln_groth16::setup::load_or_generate`).
+pub type SrsGenerator = Arc<dyn Fn(&Path) -> Result<(), String> + Send + Sync>;
+
+/// Which Groth16 parameters (SRS) a job proves against.
+///
+/// Two specs with the same `id` must name the same parameters: the engine
+/// keeps one mapping per id and shares it between jobs.
+#[derive(Clone)]
+pub struct SrsSpec {
+    /// A stable name, e.g. `"porep-32g"` (shown in status, used by preload/evict).
+    pub id: String,
+    /// The `.params` file.
+    pub path: PathBuf,
+    /// How to make the file when it does not exist (test and demo
+    /// parameters); `None` means a missing file fails the job.
+    pub generate: Option<SrsGenerator>,
+}
+
+impl SrsSpec {
+    /// Parameters that must already exist on disk.
+    pub fn existing(id: impl Into<String>, path: impl Into<PathBuf>) -> Self {
+        SrsSpec { id: id.into(), path: path.into(), generate: None }
+    }
+}
+
+impl fmt::Debug for SrsSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SrsSpec")
+            .field("id", &self.id)
+            .field("path", &self.path)
+            .field("generate", &self.generate.is_some())
+            .finish()
+    }
+}
+
+/// One proof request, as a proof-kind crate describes it to the engine.
+///
+/// The engine knows jobs, partitions, bytes and priorities; everything about
+/// what is being proved lives behind this trait. A job of `N` partitions is
+/// `N` independent Groth16 proofs against one SRS, packed by
+/// [`finalize`](Self::finalize) into the answer.
+///
+/// Methods are called from engine threads (synthesis workers, finalizers),
+/// possibly concurrently for different partitions. A panic in any of them
+/// fails this job only.
+pub trait JobSource: Send + Sync + 'static {
+    /// A label for statistics, e.g. `"porep-c2"` or `"synthetic"`. Never
+    /// used for scheduling decisions.
+    fn kind_label(&self) -> &str;
+
+    /// The parameters every partition is proved against.
+    fn srs(&self) -> SrsSpec;
+
+    /// How many partitions (independent proofs) the job has; at least 1.
+    fn num_partitions(&self) -> usize;
+
+    /// The dimensions of partition `i`, which size its memory reservation
+    /// and its buffers. The default reads them from the parameters (exact
+    /// for the domain, inputs and aux counts, which is all sizing needs).
+    fn partition_shape(&self, params: &ParamsFile, i: usize) -> CircuitShape {
+        let _ = i;
+        shape_from_params(params)
+    }
+
+    /// Synthesize partition `i` into `buffers` (a, b, c sized for the
+    /// evaluation domain, aux for the aux variables of
+    /// [`partition_shape`](Self::partition_shape)).
+    fn synthesize(&self, i: usize, buffers: AssignmentBuffers) -> Result<Assignment, SynthError>;
+
+    /// Pack the verified partition proofs (in partition order) into the
+    /// answer. The default concatenates their 192-byte encodings.
+    fn finalize(&self, proofs: Vec<ProvedProof>) -> Result<Vec<u8>, String> {
+        Ok(proofs.iter().flat_map(|p| p.to_bytes()).collect())
+    }
+}
+
+/// The circuit dimensions a parameter file implies: the domain, the inputs
+/// and the aux count exactly; the B split between inputs and aux is not
+/// recorded in the file, so all of B is counted as aux.
+pub fn shape_from_params(params: &ParamsFile) -> CircuitShape {
+    let p = params.shape();
+    CircuitShape {
+        num_constraints: p.domain(),
+        num_inputs: p.num_inputs,
+        num_aux: p.l_len,
+        a_aux_count: p.a_len.saturating_sub(p.num_inputs),
+        b_input_count: 0,
+        b_aux_count: p.b_g1_len,
+    }
+}
+
+/// A job to run.
+#[derive(Clone)]
+pub struct JobRequest {
+    /// The caller's idempotency key: submitting the same id again returns
+    /// the existing job. Empty means "make one up".
+    pub request_id: String,
+    pub priority: Priority,
+    pub source: Arc<dyn JobSource>,
+    /// When the answer is needed. The engine does not drop late jobs (a late
+    /// proof may still be useful to the caller); it logs and counts them
+    /// (`jobs.deadline_missed` in status).
+    pub deadline: Option<Instant>,
+}
+
+impl JobRequest {
+    /// A request without a deadline.
+    pub fn new(request_id: impl Into<String>, priority: Priority, source: Arc<dyn JobSource>) -> Self {
+        JobRequest { request_id: request_id.into(), priority, source, deadline: None }
+    }
+
+    /// The same request with a deadline `within` from now.
+    pub fn with_deadline_in(mut self, within: Duration) -> Self {
+        self.deadline = Some(Instant::now() + within);
+        self
+    }
+}
+
+impl fmt::Debug for JobRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JobRequest")
+            .field("request_id", &self.request_id)
+            .field("priority", &self.priority)
+            .field("kind", &self.source.kind_label())
+            .field("deadline", &self.deadline)
+            .finish()
+    }
+}
+
+/// What [`Engine::submit`](crate::Engine::submit) answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Submitted {
+    /// The id to wait on or cancel (the request id, when one was given).
+    pub job_id: String,
+    /// Partitions queued ahead of this job's first one (at its priority or higher).
+    pub queue_position: usize,
+    /// True when `request_id` named a job the engine already had: that job
+    /// was returned and nothing new was queued.
+    pub existing: bool,
+}
+
+/// Why a job was refused at submission.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SubmitError {
+    /// One partition (with its SRS) needs more memory than the budget (or
+    /// the buffer pool) will ever have: it could never run.
+    #[error("job refused: {0}")]
+    TooLarge(String),
+    /// The job itself is malformed (no partitions, unreadable parameters, ...).
+    #[error("job refused: {0}")]
+    Invalid(String),
+    /// The engine is shutting down.
+    #[error("the engine is shutting down and accepts no new jobs")]
+    ShuttingDown,
+}
+
+/// Where a job's time went.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct JobTimings {
+    /// From submission until its first partition started synthesis.
+    pub queue_wait: Duration,
+    /// Spent waiting for its parameters to be generated and loaded.
+    pub srs_load: Duration,
+    /// Synthesis, summed over partitions.
+    pub synthesis: Duration,
+    /// Prover work (H polynomial, MSMs, assembly and verification), summed over partitions.
+    pub gpu_compute: Duration,
+    /// From submission until the answer was ready.
+    pub total: Duration,
+}
+
+/// How a job ended, or why there is no end to report yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobOutcome {
+    /// Every partition proved and verified; `proof` is what
+    /// [`JobSource::finalize`] packed.
+    Completed { proof: Vec<u8>, timings: JobTimings },
+    /// The job failed (a partition failed, synthesis panicked, ...); the
+    /// engine and other jobs are unaffected.
+    Failed(String),
+    /// Cancelled before it completed.
+    Cancelled,
+    /// `wait` timed out; the job continues.
+    Timeout,
+    /// No such job (never submitted, or forgotten after its retention period).
+    Unknown,
+}
+
+impl JobOutcome {
+    /// True for `Completed`, `Failed` and `Cancelled`: the job has ended.
+    pub fn is_final(&self) -> bool {
+        matches!(self, JobOutcome::Completed { .. } | JobOutcome::Failed(_) | JobOutcome::Cancelled)
+    }
+
+    /// A stable lowercase name (`completed`, `failed`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            JobOutcome::Completed { .. } => "completed",
+            JobOutcome::Failed(_) => "failed",
+            JobOutcome::Cancelled => "cancelled",
+            JobOutcome::Timeout => "timeout",
+            JobOutcome::Unknown => "unknown",
+        }
+    }
+}

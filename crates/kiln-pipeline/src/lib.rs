@@ -1,0 +1,65 @@
+//! kiln-pipeline: the proving engine. It turns jobs into partitions and
+//! keeps the prover busy inside one host memory budget.
+//!
+//! The engine knows jobs, partitions, bytes and priorities, never proof
+//! kinds: a proof kind is a [`JobSource`] implementation (kiln-filecoin's,
+//! or the built-in [`synthetic::SyntheticJob`]).
+//!
+//! # How a partition flows
+//! 1. [`Engine::submit`] checks the job can ever fit (one partition's
+//!    footprint, computed from its circuit's dimensions, plus its parameters
+//!    against the budget) and queues its partitions by priority
+//!    (`Critical > High > Normal > Low`, FIFO within a level).
+//! 2. A synthesis worker takes the most urgent partition and, at the acquire
+//!    gate, makes its parameters hot (reserved in the budget), checks out one
+//!    pool buffer for a/b/c/aux and reserves the prover's scratch. Only then
+//!    does it synthesize, straight into the pool buffer.
+//! 3. It hands the partition to the bounded GPU queue, **holding its permit
+//!    (itself) until the queue accepts it**: at most `synthesis_workers +
+//!    gpu_queue_depth` partitions are ever synthesized but not started.
+//! 4. A GPU worker runs `prove_start`; when it returns the pool buffer is
+//!    back in the pool and the reservation shrinks to bookkeeping.
+//! 5. A finalizer runs `finish` (assembly + verification); the job's proofs
+//!    are packed by [`JobSource::finalize`] in partition order.
+//!
+//! Every buffer is counted by [`Stage`] (see [`EngineStatus::buffers`]);
+//! a failure or panic in one partition fails its job only.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use kiln_pipeline::{synthetic::SyntheticJob, Engine, EngineConfig, JobOutcome, JobRequest, Priority};
+//! use kiln_synth::workload::WorkloadKind;
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let engine = Engine::start(EngineConfig { memory_budget_bytes: Some(1 << 30), ..Default::default() }, vec![])?;
+//! let job = Arc::new(SyntheticJob::new(WorkloadKind::FilecoinLike, 12, 4, 2, "/tmp/kiln-params"));
+//! let sub = engine.submit(JobRequest::new("winning-1", Priority::Critical, job))?;
+//! if let JobOutcome::Completed { proof, timings } = engine.wait(&sub.job_id, None).await {
+//!     println!("{} bytes in {:?}", proof.len(), timings.total);
+//! }
+//! engine.shutdown(std::time::Duration::from_secs(5)).await;
+//! # Ok(()) }
+//! ```
+
+mod buffers;
+mod config;
+mod counters;
+mod engine;
+mod job;
+mod jobs;
+mod queue;
+mod srs;
+mod status;
+pub mod synthetic;
+mod wait;
+mod workers;
+
+pub use buffers::PartitionFootprint;
+pub use config::EngineConfig;
+pub use counters::{BufferCounters, Stage, StageCount};
+pub use engine::{Engine, EngineError};
+pub use job::{
+    shape_from_params, JobOutcome, JobRequest, JobSource, JobTimings, Priority, SrsGenerator, SrsSpec, SubmitError, Submitted,
+};
+pub use srs::{EvictResult, PreloadResult, SrsStatus, SrsTier};
+pub use status::{EngineStatus, GpuWorkerStatus, JobTotals, QueueStatus, WorkerStatus};

@@ -1,0 +1,344 @@
+//! The SRS (parameter) manager: maps `.params` files by [`SrsSpec`],
+//! generating missing ones when the spec allows, keeps them mapped between
+//! jobs, and pays for the loaded ones from the memory budget.
+//!
+//! Tiers: **hot** = mapped and its size reserved in the budget (ready to
+//! prove); **warm** = mapped but not reserved (e.g. opened at submission to
+//! size a job; must be reserved before use); **cold** = on disk only.
+//!
+//! A [`SrsLease`] counts one partition using the parameters (`ref_count`);
+//! hot parameters with no lease are idle and may be evicted when memory is
+//! needed: by the budget's [`Evictor`] hook, when a lease is dropped while
+//! reservations wait, or by [`evict`](SrsManager::evict).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use kiln_groth16::ParamsFile;
+use kiln_memory::{Evictor, MemoryBudget, MemoryClass, MemoryReservation, PinnedPool};
+use parking_lot::Mutex;
+use serde::Serialize;
+
+use crate::job::SrsSpec;
+use crate::wait::block_on_abortable;
+
+/// Where a parameter set is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SrsTier {
+    /// Mapped and counted in the budget: ready.
+    Hot,
+    /// Mapped, not counted: must be reserved (re-pinned) before use.
+    Warm,
+    /// On disk only.
+    Cold,
+}
+
+impl SrsTier {
+    pub fn name(self) -> &'static str {
+        match self {
+            SrsTier::Hot => "hot",
+            SrsTier::Warm => "warm",
+            SrsTier::Cold => "cold",
+        }
+    }
+}
+
+/// One parameter set in [`EngineStatus`](crate::EngineStatus).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SrsStatus {
+    pub id: String,
+    pub tier: SrsTier,
+    /// File size (0 while cold and never opened).
+    pub size_bytes: u64,
+    /// Partitions using it now.
+    pub ref_count: usize,
+    pub path: std::path::PathBuf,
+}
+
+/// What [`Engine::preload_srs`](crate::Engine::preload_srs) did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PreloadResult {
+    /// It was hot already; nothing was done.
+    pub already_loaded: bool,
+    /// Time spent generating, mapping and reserving.
+    pub load_time: Duration,
+}
+
+/// What [`Engine::evict_srs`](crate::Engine::evict_srs) did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct EvictResult {
+    /// It was hot or warm.
+    pub was_loaded: bool,
+    /// Budget bytes given back (0 unless it was hot).
+    pub freed_bytes: u64,
+}
+
+struct Entry {
+    spec: SrsSpec,
+    params: Option<Arc<ParamsFile>>,
+    /// `Some` exactly when hot.
+    reservation: Option<MemoryReservation>,
+    size: u64,
+    refs: usize,
+    last_used: Instant,
+}
+
+impl Entry {
+    fn tier(&self) -> SrsTier {
+        match (&self.params, &self.reservation) {
+            (Some(_), Some(_)) => SrsTier::Hot,
+            (Some(_), None) => SrsTier::Warm,
+            _ => SrsTier::Cold,
+        }
+    }
+
+    /// Unmaps and unreserves; the caller drops what is returned outside the lock.
+    fn unload(&mut self) -> (Option<Arc<ParamsFile>>, Option<MemoryReservation>) {
+        (self.params.take(), self.reservation.take())
+    }
+}
+
+/// The manager; shared by the engine's threads.
+pub(crate) struct SrsManager {
+    budget: MemoryBudget,
+    pool: PinnedPool,
+    entries: Mutex<HashMap<String, Entry>>,
+    /// One lock per id, held while its file is generated (so it is made once).
+    generating: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+}
+
+/// One partition's use of a hot parameter set; keeps it from eviction.
+pub(crate) struct SrsLease {
+    manager: Arc<SrsManager>,
+    id: String,
+    params: Arc<ParamsFile>,
+}
+
+impl SrsLease {
+    pub(crate) fn params(&self) -> &Arc<ParamsFile> {
+        &self.params
+    }
+}
+
+impl Drop for SrsLease {
+    fn drop(&mut self) {
+        let idle = {
+            let mut entries = self.manager.entries.lock();
+            let e = entries.get_mut(&self.id).expect("leased entries are never removed");
+            e.refs -= 1;
+            e.last_used = Instant::now();
+            e.refs == 0
+        };
+        // Reservations may be waiting for memory this set holds; they asked
+        // the evictor when they started waiting, when it was still in use.
+        if idle {
+            let snap = self.manager.budget.snapshot();
+            let short = snap.waiting_bytes.saturating_sub(snap.available);
+            if short > 0 {
+                self.manager.evict_idle_srs(short, None);
+            }
+        }
+    }
+}
+
+impl SrsManager {
+    pub(crate) fn new(budget: MemoryBudget, pool: PinnedPool) -> Arc<Self> {
+        let manager = Arc::new(SrsManager {
+            budget: budget.clone(),
+            pool,
+            entries: Mutex::new(HashMap::new()),
+            generating: Mutex::new(HashMap::new()),
+        });
+        budget.set_evictor(Arc::new(IdleEvictor(Arc::downgrade(&manager))));
+        manager
+    }
+
+    /// Records `spec` (cold), or checks it agrees with the spec already known by that id.
+    pub(crate) fn register(&self, spec: &SrsSpec) -> Result<(), String> {
+        let mut entries = self.entries.lock();
+        match entries.get(&spec.id) {
+            Some(e) if e.spec.path != spec.path => Err(format!(
+                "parameters {:?} are already known at {}, not {}",
+                spec.id,
+                e.spec.path.display(),
+                spec.path.display()
+            )),
+            Some(_) => Ok(()),
+            None => {
+                let entry = Entry { spec: spec.clone(), params: None, reservation: None, size: 0, refs: 0, last_used: Instant::now() };
+                entries.insert(spec.id.clone(), entry);
+                Ok(())
+            }
+        }
+    }
+
+    /// Makes sure the file exists, generating it (once per id) if the spec
+    /// allows. Returns whether it had to be generated.
+    pub(crate) fn ensure_file(&self, spec: &SrsSpec) -> Result<bool, String> {
+        if spec.path.exists() {
+            return Ok(false);
+        }
+        let Some(generate) = &spec.generate else {
+            return Err(format!("parameters {:?} not found at {} (and no way to generate them)", spec.id, spec.path.display()));
+        };
+        let lock = self.generating.lock().entry(spec.id.clone()).or_default().clone();
+        let _one_at_a_time = lock.lock();
+        if spec.path.exists() {
+            return Ok(false); // another thread made it while we waited
+        }
+        let started = Instant::now();
+        tracing::info!(id = %spec.id, path = %spec.path.display(), "generating missing parameters");
+        generate(&spec.path).map_err(|e| format!("generating parameters {:?} failed: {e}", spec.id))?;
+        if !spec.path.exists() {
+            return Err(format!("the generator of parameters {:?} did not create {}", spec.id, spec.path.display()));
+        }
+        tracing::info!(id = %spec.id, elapsed = ?started.elapsed(), "parameters generated");
+        Ok(true)
+    }
+
+    /// The mapped parameters (mapping them, warm, if needed), without
+    /// reserving their memory: for sizing a job. The file must exist.
+    pub(crate) fn probe(&self, spec: &SrsSpec) -> Result<Arc<ParamsFile>, String> {
+        self.register(spec)?;
+        if let Some(p) = self.entries.lock().get(&spec.id).and_then(|e| e.params.clone()) {
+            return Ok(p);
+        }
+        // Map outside the lock: it reads the verifying key from disk.
+        let params = Arc::new(ParamsFile::open(&spec.path).map_err(|e| e.to_string())?);
+        let mut entries = self.entries.lock();
+        let e = entries.get_mut(&spec.id).expect("registered above");
+        e.size = params.size_bytes();
+        Ok(e.params.get_or_insert(params).clone())
+    }
+
+    /// Makes the parameters hot (reserving their size, evicting idle ones if
+    /// needed) and leases them. Gives up with `Ok(None)` when `abort()` turns
+    /// true while waiting for memory.
+    pub(crate) fn lease(self: &Arc<Self>, spec: &SrsSpec, abort: impl Fn() -> bool) -> Result<Option<SrsLease>, String> {
+        let params = self.probe(spec)?;
+        if let Some(lease) = self.try_lease_hot(&spec.id) {
+            return Ok(Some(lease));
+        }
+        let size = params.size_bytes();
+        let started = Instant::now();
+        let reserve = self.budget.reserve(size, MemoryClass::Srs);
+        let tick = || {
+            let snap = self.budget.snapshot();
+            let short = snap.waiting_bytes.saturating_sub(snap.available);
+            if short > 0 {
+                self.evict_idle_srs(short, Some(&spec.id));
+            }
+        };
+        let reservation = match block_on_abortable(reserve, &abort, tick) {
+            None => return Ok(None),
+            Some(r) => r.map_err(|e| format!("parameters {:?} do not fit: {e}", spec.id))?,
+        };
+        let mut entries = self.entries.lock();
+        let e = entries.get_mut(&spec.id).expect("registered by probe");
+        let spare = if e.reservation.is_some() { Some(reservation) } else { e.reservation = Some(reservation); None };
+        e.params.get_or_insert(params);
+        e.size = size;
+        e.refs += 1;
+        e.last_used = Instant::now();
+        let params = e.params.clone().expect("set above");
+        drop(entries);
+        drop(spare); // someone made it hot meanwhile
+        tracing::info!(id = %spec.id, bytes = size, waited = ?started.elapsed(), "parameters loaded (hot)");
+        Ok(Some(SrsLease { manager: self.clone(), id: spec.id.clone(), params }))
+    }
+
+    fn try_lease_hot(self: &Arc<Self>, id: &str) -> Option<SrsLease> {
+        let mut entries = self.entries.lock();
+        let e = entries.get_mut(id)?;
+        if e.tier() != SrsTier::Hot {
+            return None;
+        }
+        e.refs += 1;
+        e.last_used = Instant::now();
+        Some(SrsLease { manager: self.clone(), id: id.to_string(), params: e.params.clone().expect("hot") })
+    }
+
+    /// Whether `id` is hot now.
+    pub(crate) fn is_hot(&self, id: &str) -> bool {
+        self.entries.lock().get(id).is_some_and(|e| e.tier() == SrsTier::Hot)
+    }
+
+    /// Unloads `id` if no partition uses it.
+    pub(crate) fn evict(&self, id: &str) -> Result<EvictResult, String> {
+        let (unloaded, freed) = {
+            let mut entries = self.entries.lock();
+            let Some(e) = entries.get_mut(id) else {
+                return Ok(EvictResult { was_loaded: false, freed_bytes: 0 });
+            };
+            if e.refs > 0 {
+                return Err(format!("parameters {id:?} are in use by {} partition(s)", e.refs));
+            }
+            let was_loaded = e.tier() != SrsTier::Cold;
+            let unloaded = e.unload();
+            let freed = unloaded.1.as_ref().map_or(0, MemoryReservation::bytes);
+            (unloaded, EvictResult { was_loaded, freed_bytes: freed })
+        };
+        drop(unloaded);
+        tracing::info!(id, freed_bytes = freed.freed_bytes, "parameters evicted");
+        Ok(freed)
+    }
+
+    /// Unloads idle hot parameters, least recently used first, until
+    /// `wanted` bytes are freed; never `except`. Returns the bytes freed.
+    pub(crate) fn evict_idle_srs(&self, wanted: u64, except: Option<&str>) -> u64 {
+        let unloaded: Vec<_> = {
+            let mut entries = self.entries.lock();
+            let mut idle: Vec<_> = entries
+                .values_mut()
+                .filter(|e| e.refs == 0 && e.tier() == SrsTier::Hot && Some(e.spec.id.as_str()) != except)
+                .collect();
+            idle.sort_by_key(|e| e.last_used);
+            let mut freed = 0;
+            let mut out = Vec::new();
+            for e in idle {
+                if freed >= wanted {
+                    break;
+                }
+                freed += e.size;
+                tracing::info!(id = %e.spec.id, bytes = e.size, "evicting idle parameters for memory");
+                out.push(e.unload());
+            }
+            out
+        };
+        let freed = unloaded.iter().filter_map(|(_, r)| r.as_ref()).map(MemoryReservation::bytes).sum();
+        drop(unloaded);
+        freed
+    }
+
+    /// Gives idle memory back: idle pool buffers first (cheaper to remake
+    /// than re-reading parameters), then idle parameters.
+    pub(crate) fn evict_idle(&self, wanted: u64) -> u64 {
+        let pinned = self.pool.release_idle(wanted);
+        if pinned >= wanted {
+            return pinned;
+        }
+        pinned + self.evict_idle_srs(wanted - pinned, None)
+    }
+
+    pub(crate) fn statuses(&self) -> Vec<SrsStatus> {
+        let entries = self.entries.lock();
+        let mut out: Vec<_> = entries
+            .values()
+            .map(|e| SrsStatus { id: e.spec.id.clone(), tier: e.tier(), size_bytes: e.size, ref_count: e.refs, path: e.spec.path.clone() })
+            .collect();
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        out
+    }
+}
+
+/// The budget's [`Evictor`]: idle pool buffers and idle parameters. Holds
+/// the manager weakly so the budget does not keep it alive.
+struct IdleEvictor(Weak<SrsManager>);
+
+impl Evictor for IdleEvictor {
+    fn evict(&self, wanted_bytes: u64) -> u64 {
+        self.0.upgrade().map_or(0, |m| m.evict_idle(wanted_bytes))
+    }
+}

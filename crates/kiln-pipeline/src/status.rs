@@ -1,0 +1,152 @@
+//! [`EngineStatus`] (JSON for `/status`) and its Prometheus rendering.
+
+use std::fmt::Write;
+
+use kiln_memory::{BudgetSnapshot, PoolSnapshot};
+use serde::Serialize;
+
+use crate::counters::BufferCounters;
+use crate::srs::SrsStatus;
+
+/// Everything the engine can say about itself at one instant.
+#[derive(Clone, Debug, Serialize)]
+pub struct EngineStatus {
+    pub uptime_secs: u64,
+    /// The host memory budget (reserved bytes by class, waiters, peak).
+    pub budget: BudgetSnapshot,
+    /// The a/b/c/aux buffer pool.
+    pub pinned_pool: PoolSnapshot,
+    /// Partitions and bytes per pipeline stage.
+    pub buffers: BufferCounters,
+    /// Per job kind label: partitions waiting and in progress.
+    pub queues: Vec<QueueStatus>,
+    pub workers: WorkerStatus,
+    /// Parameter sets the engine knows of.
+    pub srs: Vec<SrsStatus>,
+    pub jobs: JobTotals,
+}
+
+/// Work of one kind label.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct QueueStatus {
+    pub kind_label: String,
+    /// Jobs not finished whose partitions have not all started synthesis.
+    pub pending_jobs: usize,
+    /// Jobs with at least one partition started and not finished.
+    pub in_progress_jobs: usize,
+    /// Partitions waiting for a synthesis worker.
+    pub pending_partitions: usize,
+    /// Partitions between synthesis start and their proof.
+    pub in_progress_partitions: usize,
+}
+
+/// The engine's threads.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkerStatus {
+    pub synthesis_workers: usize,
+    /// Synthesis workers holding a partition (acquiring, synthesizing or
+    /// waiting for the GPU queue).
+    pub synthesis_busy: usize,
+    pub gpu_queue_depth: usize,
+    pub gpu_workers: Vec<GpuWorkerStatus>,
+    pub finalizer_threads: usize,
+}
+
+/// One GPU worker (one per backend entry).
+#[derive(Clone, Debug, Serialize)]
+pub struct GpuWorkerStatus {
+    pub index: usize,
+    /// The backend's name ("cpu", "gpu:0").
+    pub backend: String,
+    /// The job whose partition it is proving now.
+    pub current_job_id: Option<String>,
+    pub current_kind_label: Option<String>,
+    /// Partitions it has started.
+    pub partitions_started: u64,
+}
+
+/// Job totals since start.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct JobTotals {
+    pub submitted: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub cancelled: u64,
+    /// Jobs not ended yet.
+    pub in_flight: usize,
+    /// Jobs that ended after their deadline.
+    pub deadline_missed: u64,
+    /// Partitions proved and verified.
+    pub partitions_proved: u64,
+}
+
+/// Renders `status` in the Prometheus text exposition format (0.0.4).
+pub(crate) fn prometheus_text(status: &EngineStatus) -> String {
+    let mut out = String::new();
+    let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, f64)>| {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for (labels, value) in samples {
+            let _ = writeln!(out, "{name}{labels} {value}");
+        }
+    };
+    let one = |v: f64| vec![(String::new(), v)];
+    let b = &status.budget;
+    family("kiln_uptime_seconds", "gauge", "Seconds since the engine started.", one(status.uptime_secs as f64));
+    family("kiln_memory_budget_bytes", "gauge", "The host memory budget.", one(b.total as f64));
+    family("kiln_memory_reserved_bytes", "gauge", "Bytes reserved from the budget, by class.",
+        b.reserved_by_class.iter().map(|(c, v)| (format!("{{class=\"{}\"}}", c.name()), v as f64)).collect());
+    family("kiln_memory_reserved_peak_bytes", "gauge", "Highest reserved bytes seen.", one(b.peak_reserved as f64));
+    family("kiln_memory_waiting_reservations", "gauge", "Reservations waiting for memory.", one(b.waiting_reservations as f64));
+    family("kiln_memory_waiting_bytes", "gauge", "Bytes the waiting reservations ask for.", one(b.waiting_bytes as f64));
+    let p = &status.pinned_pool;
+    family("kiln_pinned_pool_bytes", "gauge", "Bytes of buffers the pool holds.", one(p.pinned_total_bytes as f64));
+    family("kiln_pinned_pool_in_use_bytes", "gauge", "Bytes of pool buffers checked out.", one(p.pinned_in_use_bytes as f64));
+    family("kiln_pinned_pool_limit_bytes", "gauge", "The pool's cap.", one(p.max_bytes as f64));
+    family("kiln_pinned_pool_page_locked", "gauge", "1 if pool buffers are page-locked.", one(p.page_locked as u8 as f64));
+    let stages = &status.buffers.stages;
+    family("kiln_buffers", "gauge", "Partitions holding buffers, by pipeline stage.",
+        stages.iter().map(|s| (format!("{{stage=\"{}\"}}", s.stage.name()), s.count as f64)).collect());
+    family("kiln_buffer_bytes", "gauge", "Bytes held by partitions, by pipeline stage.",
+        stages.iter().map(|s| (format!("{{stage=\"{}\"}}", s.stage.name()), s.bytes as f64)).collect());
+    family("kiln_buffers_synthesized_not_started_peak", "gauge",
+        "Most partitions ever synthesized but not started on a GPU.", one(status.buffers.peak_synthesized_not_started as f64));
+    let q = |f: fn(&QueueStatus) -> usize| {
+        status.queues.iter().map(|q| (format!("{{kind=\"{}\"}}", escape(&q.kind_label)), f(q) as f64)).collect()
+    };
+    family("kiln_jobs_pending", "gauge", "Jobs waiting to start, by kind.", q(|q| q.pending_jobs));
+    family("kiln_jobs_in_progress", "gauge", "Jobs in progress, by kind.", q(|q| q.in_progress_jobs));
+    family("kiln_partitions_pending", "gauge", "Partitions waiting for synthesis, by kind.", q(|q| q.pending_partitions));
+    family("kiln_partitions_in_progress", "gauge", "Partitions in progress, by kind.", q(|q| q.in_progress_partitions));
+    let w = &status.workers;
+    family("kiln_synthesis_workers", "gauge", "Synthesis worker threads.", one(w.synthesis_workers as f64));
+    family("kiln_synthesis_workers_busy", "gauge", "Synthesis workers holding a partition.", one(w.synthesis_busy as f64));
+    family("kiln_gpu_worker_busy", "gauge", "1 while a GPU worker proves a partition.",
+        w.gpu_workers.iter().map(|g| (gpu_labels(g), g.current_job_id.is_some() as u8 as f64)).collect());
+    family("kiln_gpu_worker_partitions_started_total", "counter", "Partitions started per GPU worker.",
+        w.gpu_workers.iter().map(|g| (gpu_labels(g), g.partitions_started as f64)).collect());
+    family("kiln_srs_bytes", "gauge", "Size of each known parameter set, by tier.",
+        status.srs.iter().map(|s| (format!("{{id=\"{}\",tier=\"{}\"}}", escape(&s.id), s.tier.name()), s.size_bytes as f64)).collect());
+    family("kiln_srs_ref_count", "gauge", "Partitions using each parameter set.",
+        status.srs.iter().map(|s| (format!("{{id=\"{}\"}}", escape(&s.id)), s.ref_count as f64)).collect());
+    let j = &status.jobs;
+    family("kiln_jobs_total", "counter", "Jobs by how they ended (submitted counts every new job).", vec![
+        ("{outcome=\"submitted\"}".into(), j.submitted as f64),
+        ("{outcome=\"completed\"}".into(), j.completed as f64),
+        ("{outcome=\"failed\"}".into(), j.failed as f64),
+        ("{outcome=\"cancelled\"}".into(), j.cancelled as f64),
+    ]);
+    family("kiln_jobs_in_flight", "gauge", "Jobs not ended yet.", one(j.in_flight as f64));
+    family("kiln_jobs_deadline_missed_total", "counter", "Jobs that ended after their deadline.", one(j.deadline_missed as f64));
+    family("kiln_partitions_proved_total", "counter", "Partitions proved and verified.", one(j.partitions_proved as f64));
+    out
+}
+
+fn gpu_labels(g: &GpuWorkerStatus) -> String {
+    format!("{{worker=\"{}\",backend=\"{}\"}}", g.index, escape(&g.backend))
+}
+
+/// Escapes a label value (backslash, quote, newline).
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
