@@ -94,7 +94,7 @@ pub(crate) struct StageCounters {
     started: Instant,
     last_log_ms: AtomicU64,
     log_interval_ms: u64,
-    /// Serializes the read-modify-write of the "not started" pair with its peak.
+    /// Makes each move (and each snapshot) one atomic step.
     peak_lock: Mutex<()>,
 }
 
@@ -111,19 +111,22 @@ impl StageCounters {
         })
     }
 
-    fn add(&self, stage: Stage, bytes: u64) {
+    /// Moves one partition from `from` (holding `from_bytes`) to `to` (now
+    /// holding `to_bytes`); either may be `None` (entering, leaving). One
+    /// lock for the whole move, so no snapshot sees it in two stages or none.
+    fn apply(&self, from: Option<(Stage, u64)>, to: Option<(Stage, u64)>) {
         let _g = self.peak_lock.lock();
-        self.count[stage.index()].fetch_add(1, Ordering::SeqCst);
-        self.bytes[stage.index()].fetch_add(bytes, Ordering::SeqCst);
+        if let Some((stage, bytes)) = to {
+            self.count[stage.index()].fetch_add(1, Ordering::SeqCst);
+            self.bytes[stage.index()].fetch_add(bytes, Ordering::SeqCst);
+        }
+        if let Some((stage, bytes)) = from {
+            self.count[stage.index()].fetch_sub(1, Ordering::SeqCst);
+            self.bytes[stage.index()].fetch_sub(bytes, Ordering::SeqCst);
+        }
         let not_started = self.count[Stage::SynthesizedWaiting.index()].load(Ordering::SeqCst)
             + self.count[Stage::InGpuQueue.index()].load(Ordering::SeqCst);
         self.peak_not_started.fetch_max(not_started, Ordering::SeqCst);
-    }
-
-    fn sub(&self, stage: Stage, bytes: u64) {
-        let _g = self.peak_lock.lock();
-        self.count[stage.index()].fetch_sub(1, Ordering::SeqCst);
-        self.bytes[stage.index()].fetch_sub(bytes, Ordering::SeqCst);
     }
 
     /// The counters now.
@@ -184,16 +187,14 @@ pub(crate) struct StageGuard {
 
 impl StageGuard {
     pub(crate) fn enter(counters: &Arc<StageCounters>, stage: Stage, bytes: u64, job: Arc<str>, partition: usize) -> Self {
-        counters.add(stage, bytes);
+        counters.apply(None, Some((stage, bytes)));
         counters.log_transition(None, Some(stage), &job, partition);
         StageGuard { counters: counters.clone(), stage, bytes, job, partition }
     }
 
     /// Moves the partition to `stage`, now holding `bytes`.
     pub(crate) fn advance(&mut self, stage: Stage, bytes: u64) {
-        // Add before removing, so a snapshot never sees the partition nowhere.
-        self.counters.add(stage, bytes);
-        self.counters.sub(self.stage, self.bytes);
+        self.counters.apply(Some((self.stage, self.bytes)), Some((stage, bytes)));
         self.counters.log_transition(Some(self.stage), Some(stage), &self.job, self.partition);
         self.stage = stage;
         self.bytes = bytes;
@@ -206,7 +207,7 @@ impl StageGuard {
 
 impl Drop for StageGuard {
     fn drop(&mut self) {
-        self.counters.sub(self.stage, self.bytes);
+        self.counters.apply(Some((self.stage, self.bytes)), None);
         self.counters.log_transition(Some(self.stage), None, &self.job, self.partition);
     }
 }

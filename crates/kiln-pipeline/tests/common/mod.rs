@@ -1,0 +1,166 @@
+//! Helpers shared by the engine tests: small configs, job sources that fail
+//! on purpose, a slow backend, and an independent check of packed proofs.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bellperson::groth16::{verify_proof, Proof};
+use kiln_groth16::{CpuBackend, ParamsFile, PendingMsms, ProveError, ProverBackend};
+use kiln_pipeline::synthetic::SyntheticJob;
+use kiln_pipeline::{Engine, EngineConfig, EngineStatus, JobSource, SrsSpec};
+use kiln_synth::workload::WorkloadKind;
+use kiln_synth::{Assignment, AssignmentBuffers, SynthError};
+
+/// Parameters are generated once per target dir and shared by every test.
+pub fn params_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kiln-pipeline-params")
+}
+
+pub const KIND: WorkloadKind = WorkloadKind::FilecoinLike;
+pub const INPUTS: usize = 2;
+
+/// A synthetic job of `partitions` partitions of 2^`log` constraints.
+pub fn synthetic(log: u32, partitions: usize, seed: u64) -> Arc<SyntheticJob> {
+    Arc::new(SyntheticJob::new(KIND, log, INPUTS, partitions, params_dir()).with_seed(seed))
+}
+
+/// Makes sure the parameters of 2^`log` circuits exist; returns their size.
+pub fn ensure_params(log: u32) -> u64 {
+    let spec = SyntheticJob::srs_spec(KIND, log, INPUTS, &params_dir());
+    if !spec.path.exists() {
+        (spec.generate.as_ref().unwrap())(&spec.path).unwrap();
+    }
+    ParamsFile::open(&spec.path).unwrap().size_bytes()
+}
+
+/// A small engine: pageable buffers, CPU-sized thread counts.
+pub fn config(budget: u64) -> EngineConfig {
+    EngineConfig {
+        synthesis_workers: 2,
+        gpu_queue_depth: 1,
+        finalizer_threads: 1,
+        memory_budget_bytes: Some(budget),
+        pin_host_buffers: false,
+        partition_overhead_bytes: 64 << 10,
+        counter_log_interval_ms: 200,
+        ..Default::default()
+    }
+}
+
+/// Checks `packed` holds one valid proof per partition of `job`, in
+/// partition order, independently of the engine (bellperson's verifier
+/// against each partition's own public inputs).
+pub fn assert_valid_proofs(job: &SyntheticJob, packed: &[u8]) {
+    assert_eq!(packed.len(), job.num_partitions() * 192, "one 192-byte proof per partition");
+    let params = ParamsFile::open(&job.srs().path).unwrap();
+    for (i, bytes) in packed.chunks(192).enumerate() {
+        let proof = Proof::read(bytes).expect("a well-formed proof");
+        let inputs = job.circuit(i).public_inputs();
+        assert!(verify_proof(params.prepared_vk(), &proof, &inputs).unwrap(), "partition {i}'s proof does not verify");
+    }
+}
+
+/// Polls `cond` until true or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    cond()
+}
+
+/// Asserts the engine holds nothing: no partition in any stage, no buffer
+/// checked out, no reservation but idle caches (parameters and parked pool
+/// buffers), no parameters in use.
+pub fn assert_idle(engine: &Engine) {
+    let idle = wait_until(Duration::from_secs(10), || is_idle(&engine.status()));
+    let s = engine.status();
+    assert!(idle, "engine not idle: {s:#?}");
+}
+
+pub fn is_idle(s: &EngineStatus) -> bool {
+    let by = &s.budget.reserved_by_class;
+    s.buffers.is_idle()
+        && s.pinned_pool.pinned_in_use_bytes == 0
+        && by.synthesis == 0
+        && by.pinned_in_use == 0
+        && by.gpu_staging == 0
+        && s.budget.waiting_reservations == 0
+        && s.srs.iter().all(|x| x.ref_count == 0)
+        && s.workers.synthesis_busy == 0
+        && s.workers.gpu_workers.iter().all(|g| g.current_job_id.is_none())
+}
+
+/// What a [`Faulty`] job does wrong.
+#[derive(Clone, Copy, Debug)]
+pub enum Fault {
+    /// Synthesis of this partition returns an error.
+    Fail(usize),
+    /// Synthesis of this partition panics.
+    Panic(usize),
+    /// Every synthesis takes this long (then succeeds).
+    Slow(Duration),
+}
+
+/// A synthetic job with a fault.
+pub struct Faulty {
+    pub inner: Arc<SyntheticJob>,
+    pub fault: Fault,
+}
+
+impl JobSource for Faulty {
+    fn kind_label(&self) -> &str {
+        "faulty"
+    }
+    fn srs(&self) -> SrsSpec {
+        self.inner.srs()
+    }
+    fn num_partitions(&self) -> usize {
+        self.inner.num_partitions()
+    }
+    fn synthesize(&self, i: usize, buffers: AssignmentBuffers) -> Result<Assignment, SynthError> {
+        match self.fault {
+            Fault::Fail(p) if p == i => Err(SynthError::Unsatisfied { index: 0, total: 1 }),
+            Fault::Panic(p) if p == i => panic!("synthesis of partition {i} exploded"),
+            Fault::Slow(d) => {
+                std::thread::sleep(d);
+                self.inner.synthesize(i, buffers)
+            }
+            _ => self.inner.synthesize(i, buffers),
+        }
+    }
+}
+
+/// The CPU backend, slowed down, counting calls; panics on chosen calls.
+pub struct SlowBackend {
+    pub delay: Duration,
+    pub calls: AtomicUsize,
+    /// 0-based call numbers that panic.
+    pub panic_on: Vec<usize>,
+}
+
+impl SlowBackend {
+    pub fn new(delay: Duration) -> Arc<Self> {
+        Arc::new(SlowBackend { delay, calls: AtomicUsize::new(0), panic_on: Vec::new() })
+    }
+}
+
+impl ProverBackend for SlowBackend {
+    fn name(&self) -> String {
+        "slow-cpu".into()
+    }
+    fn start(&self, params: &Arc<ParamsFile>, asg: Assignment) -> Result<Box<dyn PendingMsms>, ProveError> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        if self.panic_on.contains(&n) {
+            panic!("backend fault on call {n}");
+        }
+        std::thread::sleep(self.delay);
+        CpuBackend.start(params, asg)
+    }
+}
