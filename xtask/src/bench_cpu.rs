@@ -55,8 +55,10 @@ pub fn run(args: Args) -> Result<()> {
             let path = dir.join(format!("kiln-synthetic-{}-2^{}-4in-v1.params", kind.name(), log));
             let t = Instant::now();
             let params = Arc::new(
-                setup::load_or_generate(shape, &path, &mut rng, || {
-                    eprintln!("generating parameters for {} 2^{log} (once; cached at {})", kind.name(), path.display())
+                setup::load_or_generate(shape, &path, &mut rng, &|done, total| {
+                    if done == 0 {
+                        eprintln!("generating parameters for {} 2^{log} (once; cached at {})", kind.name(), path.display())
+                    }
                 })
                 .with_context(|| format!("parameters at {}", path.display()))?,
             );

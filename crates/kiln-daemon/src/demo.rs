@@ -108,17 +108,25 @@ pub fn run(args: DemoArgs) -> Result<()> {
 }
 
 fn load_params(circuit: SyntheticCircuit, path: &std::path::Path) -> Result<ParamsFile> {
-    let spinner = indicatif::ProgressBar::new_spinner();
+    let bar = indicatif::ProgressBar::hidden();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "generating parameters (once, then cached) [{bar:40}] {percent}% {elapsed}/{duration}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
     let mut rng = rand::rngs::StdRng::from_entropy();
-    let params = setup::load_or_generate(circuit, path, &mut rng, || {
-        spinner.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} generating parameters (once, then cached) {elapsed}")
-                .expect("valid template"),
-        );
-        spinner.enable_steady_tick(Duration::from_millis(120));
-    })
-    .with_context(|| format!("loading or generating parameters at {}", path.display()))?;
-    spinner.finish_and_clear();
+    let progress = |done: u64, total: u64| {
+        if bar.is_hidden() {
+            bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        }
+        bar.set_length(total);
+        bar.set_position(done);
+    };
+    let params = setup::load_or_generate(circuit, path, &mut rng, &progress)
+        .with_context(|| format!("loading or generating parameters at {}", path.display()))?;
+    bar.finish_and_clear();
     Ok(params)
 }
 

@@ -26,6 +26,7 @@
 mod blst_ffi;
 pub mod cpu;
 pub mod error;
+pub mod gpu;
 pub mod msm;
 pub mod ntt;
 pub mod params;
@@ -34,6 +35,7 @@ pub mod setup;
 
 pub use cpu::CpuBackend;
 pub use error::{ParamsError, ProveError};
+pub use gpu::{GpuBackend, GpuContext};
 pub use params::{ParamsFile, ParamsShape, Section};
 pub use prover::{
     check_shape, finish, prove, prove_start, MsmResults, PendingMsms, PendingProof, PhaseTimings, ProvedProof,

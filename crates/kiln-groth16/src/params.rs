@@ -96,6 +96,7 @@ impl Backing {
 
 /// A Groth16 proving key, mapped from a file (or held in memory for tests).
 pub struct ParamsFile {
+    id: u64,
     backing: Backing,
     path: Option<PathBuf>,
     vk: VerifyingKey<Bls12>,
@@ -174,7 +175,15 @@ impl ParamsFile {
             return Err(ParamsError::TrailingBytes { extra: (data.len() - at) as u64 });
         }
         let pvk = prepare_verifying_key(&vk);
-        Ok(ParamsFile { backing, path: None, vk, pvk, spans })
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(ParamsFile { id, backing, path: None, vk, pvk, spans })
+    }
+
+    /// A process-unique id of this instance (caches of decoded or
+    /// device-resident points are keyed by it).
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// The file this was mapped from, if any.

@@ -171,15 +171,39 @@ fn parameter_files_roundtrip_and_truncation_is_reported() {
     assert!(matches!(err, ParamsError::InvalidPoint { what: "b_g2", .. }), "{err}");
 }
 
+/// kiln's generator makes parameters bellperson's own prover and verifier
+/// accept, with the same query sizes as bellperson's generator.
+#[test]
+fn fast_generator_matches_bellperson_generator() {
+    for kind in [WorkloadKind::Dense, WorkloadKind::FilecoinLike] {
+        for (constraints, inputs) in [(1, 0), (7, 3), (300, 8)] {
+            let c = SyntheticCircuit { kind, constraints, inputs, structure_seed: 11, witness_seed: None };
+            let ours = setup::generate(c, &mut rng(1)).unwrap();
+            let theirs = setup::generate_with_bellperson(c, &mut rng(2)).unwrap();
+            let (fo, ft) = (ParamsFile::from_parameters(&ours), ParamsFile::from_parameters(&theirs));
+            assert_eq!(fo.shape(), ft.shape(), "{kind:?} {constraints}");
+            let w = c.with_witness(3);
+            let proof = create_proof(w, &ours, Scalar::from(5u64), Scalar::from(6u64)).unwrap();
+            let pvk = prepare_verifying_key(&ours.vk);
+            assert!(verify_proof(&pvk, &proof, &w.public_inputs()).unwrap(), "{kind:?} {constraints}");
+        }
+    }
+}
+
 #[test]
 fn load_or_generate_caches_on_disk() {
     let c = SyntheticCircuit::filling_domain(WorkloadKind::Dense, 5, 1);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("sub").join("x.params");
-    let mut generated = 0;
-    let p1 = setup::load_or_generate(c, &path, &mut rng(1), || generated += 1).unwrap();
-    let p2 = setup::load_or_generate(c, &path, &mut rng(2), || generated += 1).unwrap();
-    assert_eq!(generated, 1);
+    let calls = std::sync::atomic::AtomicUsize::new(0);
+    let count = |_: u64, _: u64| {
+        calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    };
+    let p1 = setup::load_or_generate(c, &path, &mut rng(1), &count).unwrap();
+    let after_first = calls.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(after_first >= 2, "progress is reported while generating");
+    let p2 = setup::load_or_generate(c, &path, &mut rng(2), &count).unwrap();
+    assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), after_first, "no generation the second time");
     assert_eq!(p1.shape(), p2.shape());
     assert_eq!(p1.vk(), p2.vk());
 }

@@ -1,6 +1,7 @@
 //! Parameter generation for circuits that have no published parameters
-//! (the built-in workloads, tests): bellperson's random setup, written once
-//! to a cache file in the standard format and mapped from then on.
+//! (the built-in workloads, tests, benchmarks): a random setup (kiln's fast
+//! generator in [`fast`], or bellperson's), written once to a cache file in
+//! the standard format and mapped from then on.
 //!
 //! These parameters come from a local random "ceremony": fine for tests,
 //! demos and benchmarks, never for production proofs.
@@ -16,25 +17,34 @@ use rand_core::RngCore;
 use crate::error::{ParamsError, ProveError};
 use crate::params::ParamsFile;
 
-/// Generate random parameters for `circuit` (its witness is not needed).
-pub fn generate<C: Circuit<Scalar>>(circuit: C, rng: &mut impl RngCore) -> Result<Parameters<Bls12>, ProveError> {
+pub mod fast;
+pub use fast::{generate_fast, Progress};
+
+/// Generate random parameters for `circuit` (its witness is not needed) with
+/// kiln's generator.
+pub fn generate<C: Circuit<Scalar> + Clone>(circuit: C, rng: &mut impl RngCore) -> Result<Parameters<Bls12>, ProveError> {
+    generate_fast(circuit, rng, &|_, _| {}).map_err(|e| ProveError::Synth(e.into()))
+}
+
+/// Generate random parameters with bellperson's generator (the reference
+/// kiln's generator is tested against).
+pub fn generate_with_bellperson<C: Circuit<Scalar>>(circuit: C, rng: &mut impl RngCore) -> Result<Parameters<Bls12>, ProveError> {
     generate_random_parameters::<Bls12, _, _>(circuit, rng).map_err(|e| ProveError::Synth(e.into()))
 }
 
 /// Map the parameters at `path`, generating and writing them first if the
-/// file does not exist. `on_generate` is called before a (slow) generation
-/// starts, so a caller can show progress. The file appears atomically.
-pub fn load_or_generate<C: Circuit<Scalar>>(
+/// file does not exist. `progress(done, total)` is called while generating
+/// (never when the file exists). The file appears atomically.
+pub fn load_or_generate<C: Circuit<Scalar> + Clone>(
     circuit: C,
     path: &Path,
     rng: &mut impl RngCore,
-    on_generate: impl FnOnce(),
+    progress: Progress<'_>,
 ) -> Result<ParamsFile, ProveError> {
     if path.exists() {
         return Ok(ParamsFile::open(path)?);
     }
-    on_generate();
-    let params = generate(circuit, rng)?;
+    let params = generate_fast(circuit, rng, progress).map_err(|e| ProveError::Synth(e.into()))?;
     let io = |source| ParamsError::Io { path: path.to_path_buf(), source };
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(io)?;
