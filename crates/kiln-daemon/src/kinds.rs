@@ -1,0 +1,342 @@
+//! The proof-kind table: for each cuzk.v1 `ProofKind`, its default
+//! priority, a check of the request's wire shape, and the factory that turns
+//! the request into a [`JobSource`] (or none, when this build cannot prove
+//! the kind). Adding a kind is one entry in [`KINDS`]; nothing else in the
+//! daemon branches on kinds.
+//!
+//! The checks here are about the wire (sizes, encodings, required fields),
+//! so malformed requests get a precise INVALID_ARGUMENT even for kinds this
+//! build does not prove; parsing what the payloads mean belongs to the
+//! factories (kiln-filecoin's, when it is wired in).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use kiln_pipeline::synthetic::SyntheticJob;
+use kiln_pipeline::{JobSource, Priority, SrsSpec};
+use kiln_proto::v1::{Priority as WirePriority, ProofKind, SubmitProofRequest};
+use kiln_synth::workload::WorkloadKind;
+
+/// What factories need from the daemon's configuration.
+#[derive(Clone, Debug)]
+pub struct KindContext {
+    /// Where synthetic parameters are cached (and generated on first use).
+    pub params_dir: PathBuf,
+    /// Largest `synthetic_log_size` accepted.
+    pub max_synthetic_log_size: u32,
+}
+
+/// A request turned into engine terms.
+pub struct BuiltJob {
+    pub source: Arc<dyn JobSource>,
+    pub priority: Priority,
+}
+
+/// Why a request cannot become a job.
+#[derive(Debug, PartialEq, Eq)]
+pub enum KindError {
+    /// The request is malformed (INVALID_ARGUMENT).
+    Invalid(String),
+    /// A valid kind this build cannot prove (UNIMPLEMENTED).
+    Unsupported(String),
+}
+
+type Check = fn(&SubmitProofRequest, &KindContext) -> Result<(), String>;
+type Factory = fn(&SubmitProofRequest, &KindContext) -> Result<Arc<dyn JobSource>, String>;
+/// Resolves a `circuit_id` this kind owns to its parameters (`None`: not this kind's id).
+type SrsResolver = fn(&str, &KindContext) -> Option<Result<SrsSpec, String>>;
+
+struct KindEntry {
+    kind: ProofKind,
+    /// Used when the request says PRIORITY_UNSPECIFIED.
+    default_priority: Priority,
+    check: Check,
+    /// `None`: this build cannot prove the kind.
+    factory: Option<Factory>,
+    srs: Option<SrsResolver>,
+}
+
+/// Every kind the wire names. The four Filecoin kinds get their factories
+/// (and SRS ids such as "porep-32g") from kiln-filecoin.
+const KINDS: &[KindEntry] = &[
+    KindEntry { kind: ProofKind::PorepSealCommit, default_priority: Priority::Normal, check: check_porep, factory: None, srs: None },
+    KindEntry { kind: ProofKind::SnapDealsUpdate, default_priority: Priority::Normal, check: check_snap, factory: None, srs: None },
+    KindEntry { kind: ProofKind::WindowPostPartition, default_priority: Priority::High, check: check_post, factory: None, srs: None },
+    KindEntry { kind: ProofKind::WinningPost, default_priority: Priority::Critical, check: check_post, factory: None, srs: None },
+    KindEntry {
+        kind: ProofKind::KilnSynthetic,
+        default_priority: Priority::Normal,
+        check: check_synthetic,
+        factory: Some(build_synthetic),
+        srs: Some(resolve_synthetic_srs),
+    },
+];
+
+/// Checks `req` and builds its job.
+pub fn build(req: &SubmitProofRequest, ctx: &KindContext) -> Result<BuiltJob, KindError> {
+    let kind = ProofKind::try_from(req.proof_kind)
+        .map_err(|_| KindError::Invalid(format!("unknown proof_kind {} (see cuzk.v1 ProofKind)", req.proof_kind)))?;
+    let entry = KINDS.iter().find(|e| e.kind == kind).ok_or_else(|| {
+        KindError::Invalid("proof_kind is required (PROOF_KIND_UNSPECIFIED is not a proof kind)".to_string())
+    })?;
+    let name = kind.as_str_name();
+    let priority = match WirePriority::try_from(req.priority) {
+        Ok(WirePriority::Unspecified) => entry.default_priority,
+        Ok(WirePriority::Low) => Priority::Low,
+        Ok(WirePriority::Normal) => Priority::Normal,
+        Ok(WirePriority::High) => Priority::High,
+        Ok(WirePriority::Critical) => Priority::Critical,
+        Err(_) => return Err(KindError::Invalid(format!("unknown priority {} (see cuzk.v1 Priority)", req.priority))),
+    };
+    (entry.check)(req, ctx).map_err(|m| KindError::Invalid(format!("{name}: {m}")))?;
+    let factory = entry.factory.ok_or_else(|| {
+        KindError::Unsupported(format!("proof kind {name} is not supported by this build (kiln-filecoin not yet wired)"))
+    })?;
+    let source = factory(req, ctx).map_err(|m| KindError::Invalid(format!("{name}: {m}")))?;
+    Ok(BuiltJob { source, priority })
+}
+
+/// The parameters named by `circuit_id`, for PreloadSRS/EvictSRS; the error
+/// says which ids this build knows.
+pub fn resolve_srs(circuit_id: &str, ctx: &KindContext) -> Result<SrsSpec, String> {
+    KINDS
+        .iter()
+        .filter_map(|e| e.srs)
+        .find_map(|resolve| resolve(circuit_id, ctx))
+        .unwrap_or_else(|| {
+            Err(format!(
+                "unknown circuit_id {circuit_id:?}: this build knows synthetic ids such as \
+                 \"synthetic-filecoin-like-2^12\" or \"synthetic-dense-2^10-4in\" \
+                 (the Filecoin circuits come with kiln-filecoin, not yet wired)"
+            ))
+        })
+}
+
+fn need_32(field: &str, v: &[u8]) -> Result<(), String> {
+    if v.len() != 32 {
+        return Err(format!("{field} must be 32 bytes, got {}", v.len()));
+    }
+    Ok(())
+}
+
+fn need_vanilla_proofs(req: &SubmitProofRequest) -> Result<(), String> {
+    if req.vanilla_proofs.is_empty() {
+        return Err("vanilla_proofs is empty".into());
+    }
+    if let Some(i) = req.vanilla_proofs.iter().position(|p| p.is_empty()) {
+        return Err(format!("vanilla_proofs[{i}] is empty"));
+    }
+    Ok(())
+}
+
+/// `vanilla_proof` must be `{"SectorNum": int, "Phase1Out": base64, "SectorSize": uint}`.
+fn check_porep(req: &SubmitProofRequest, _: &KindContext) -> Result<(), String> {
+    if req.vanilla_proof.is_empty() {
+        return Err("vanilla_proof (the C1 output JSON) is empty".into());
+    }
+    let v: serde_json::Value =
+        serde_json::from_slice(&req.vanilla_proof).map_err(|e| format!("vanilla_proof is not JSON: {e}"))?;
+    let obj = v.as_object().ok_or("vanilla_proof must be a JSON object {SectorNum, Phase1Out, SectorSize}")?;
+    obj.get("SectorNum").and_then(|n| n.as_i64()).ok_or("vanilla_proof.SectorNum must be an integer")?;
+    let size = obj.get("SectorSize").and_then(|n| n.as_u64()).ok_or("vanilla_proof.SectorSize must be an unsigned integer")?;
+    let p1 = obj.get("Phase1Out").and_then(|s| s.as_str()).ok_or("vanilla_proof.Phase1Out must be a base64 string")?;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(p1)
+        .map_err(|e| format!("vanilla_proof.Phase1Out is not base64: {e}"))?;
+    if decoded.is_empty() {
+        return Err("vanilla_proof.Phase1Out is empty".into());
+    }
+    if req.sector_size != 0 && req.sector_size != size {
+        return Err(format!("sector_size {} disagrees with vanilla_proof.SectorSize {size}", req.sector_size));
+    }
+    Ok(())
+}
+
+fn check_snap(req: &SubmitProofRequest, _: &KindContext) -> Result<(), String> {
+    need_vanilla_proofs(req)?;
+    need_32("comm_r_old", &req.comm_r_old)?;
+    need_32("comm_r_new", &req.comm_r_new)?;
+    need_32("comm_d_new", &req.comm_d_new)
+}
+
+/// WindowPoSt and WinningPoSt share one payload form.
+fn check_post(req: &SubmitProofRequest, _: &KindContext) -> Result<(), String> {
+    need_vanilla_proofs(req)?;
+    need_32("randomness", &req.randomness)
+}
+
+/// Public inputs per partition when a synthetic request leaves it at 0 (what `kiln demo` uses).
+pub const SYNTHETIC_DEFAULT_INPUTS: usize = 4;
+/// Most partitions a synthetic request may ask for.
+pub const SYNTHETIC_MAX_PARTITIONS: u32 = 256;
+
+fn synthetic_kind(s: &str) -> Result<WorkloadKind, String> {
+    if s.is_empty() {
+        Ok(WorkloadKind::FilecoinLike)
+    } else {
+        s.parse()
+    }
+}
+
+fn synthetic_inputs(req: &SubmitProofRequest) -> usize {
+    if req.synthetic_inputs == 0 {
+        SYNTHETIC_DEFAULT_INPUTS
+    } else {
+        req.synthetic_inputs as usize
+    }
+}
+
+fn check_synthetic(req: &SubmitProofRequest, ctx: &KindContext) -> Result<(), String> {
+    if !req.vanilla_proof.is_empty() || !req.vanilla_proofs.is_empty() {
+        return Err("takes no vanilla_proof(s): the circuit is described by the synthetic_* fields".into());
+    }
+    let max = ctx.max_synthetic_log_size;
+    if !(2..=max).contains(&req.synthetic_log_size) {
+        return Err(format!("synthetic_log_size must be between 2 and {max}, got {}", req.synthetic_log_size));
+    }
+    if req.synthetic_partitions > SYNTHETIC_MAX_PARTITIONS {
+        return Err(format!("synthetic_partitions must be at most {SYNTHETIC_MAX_PARTITIONS}, got {}", req.synthetic_partitions));
+    }
+    let inputs = synthetic_inputs(req);
+    // The prover adds one constraint per input (and ONE): leave room for the circuit.
+    if inputs + 1 >= (1usize << req.synthetic_log_size) / 2 {
+        return Err(format!("synthetic_inputs {inputs} leaves no room in a 2^{} circuit", req.synthetic_log_size));
+    }
+    synthetic_kind(&req.synthetic_kind).map(drop)
+}
+
+fn build_synthetic(req: &SubmitProofRequest, ctx: &KindContext) -> Result<Arc<dyn JobSource>, String> {
+    let job = SyntheticJob::new(
+        synthetic_kind(&req.synthetic_kind)?,
+        req.synthetic_log_size,
+        synthetic_inputs(req),
+        req.synthetic_partitions.max(1) as usize,
+        ctx.params_dir.clone(),
+    )
+    .with_seed(req.synthetic_seed);
+    Ok(Arc::new(job))
+}
+
+/// `synthetic-<kind>-2^<log>` with an optional `-<n>in` (default 4 inputs),
+/// the ids SyntheticJob's parameters carry.
+fn resolve_synthetic_srs(id: &str, ctx: &KindContext) -> Option<Result<SrsSpec, String>> {
+    let rest = id.strip_prefix("synthetic-")?;
+    let (kind, rest) = rest.split_once("-2^")?;
+    Some((|| {
+        let kind: WorkloadKind = kind.parse()?;
+        let (log, inputs) = match rest.split_once('-') {
+            Some((log, n)) => (log, n.strip_suffix("in").and_then(|n| n.parse().ok()).ok_or(format!("bad inputs suffix in {id:?} (expected -<n>in)"))?),
+            None => (rest, SYNTHETIC_DEFAULT_INPUTS),
+        };
+        let log: u32 = log.parse().map_err(|_| format!("bad log size in {id:?}"))?;
+        if !(2..=ctx.max_synthetic_log_size).contains(&log) {
+            return Err(format!("{id:?}: log size must be between 2 and {}", ctx.max_synthetic_log_size));
+        }
+        Ok(SyntheticJob::srs_spec(kind, log, inputs, &ctx.params_dir))
+    })())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx() -> KindContext {
+        KindContext { params_dir: "/nonexistent/params".into(), max_synthetic_log_size: 16 }
+    }
+
+    fn req(kind: ProofKind) -> SubmitProofRequest {
+        SubmitProofRequest { proof_kind: kind as i32, ..Default::default() }
+    }
+
+    fn err(r: &SubmitProofRequest) -> KindError {
+        build(r, &ctx()).err().expect("refused")
+    }
+
+    #[test]
+    fn every_wire_kind_has_one_entry() {
+        for k in [ProofKind::PorepSealCommit, ProofKind::SnapDealsUpdate, ProofKind::WindowPostPartition, ProofKind::WinningPost, ProofKind::KilnSynthetic] {
+            assert_eq!(KINDS.iter().filter(|e| e.kind == k).count(), 1, "{k:?}");
+        }
+    }
+
+    #[test]
+    fn unknown_and_unspecified_kinds() {
+        let mut r = req(ProofKind::Unspecified);
+        assert!(matches!(err(&r), KindError::Invalid(m) if m.contains("proof_kind is required")));
+        r.proof_kind = 77;
+        assert!(matches!(err(&r), KindError::Invalid(m) if m.contains("unknown proof_kind 77")));
+    }
+
+    #[test]
+    fn filecoin_kinds_check_shape_then_say_unsupported() {
+        let mut w = req(ProofKind::WinningPost);
+        w.vanilla_proofs = vec![vec![1, 2, 3]];
+        w.randomness = vec![0; 31];
+        assert_eq!(err(&w), KindError::Invalid("WINNING_POST: randomness must be 32 bytes, got 31".into()));
+        w.randomness = vec![0; 32];
+        assert_eq!(
+            err(&w),
+            KindError::Unsupported("proof kind WINNING_POST is not supported by this build (kiln-filecoin not yet wired)".into())
+        );
+
+        let mut s = req(ProofKind::SnapDealsUpdate);
+        s.vanilla_proofs = vec![vec![1]];
+        s.comm_r_old = vec![0; 32];
+        s.comm_r_new = vec![0; 33];
+        s.comm_d_new = vec![0; 32];
+        assert!(matches!(err(&s), KindError::Invalid(m) if m.contains("comm_r_new must be 32 bytes, got 33")));
+
+        let mut p = req(ProofKind::PorepSealCommit);
+        p.vanilla_proof = b"\x00garbage".to_vec();
+        assert!(matches!(err(&p), KindError::Invalid(m) if m.contains("not JSON")));
+        p.vanilla_proof = br#"{"SectorNum": 1, "Phase1Out": "%%%", "SectorSize": 2048}"#.to_vec();
+        assert!(matches!(err(&p), KindError::Invalid(m) if m.contains("Phase1Out is not base64")));
+        p.vanilla_proof = br#"{"SectorNum": 1, "Phase1Out": "e30=", "SectorSize": 2048}"#.to_vec();
+        assert!(matches!(err(&p), KindError::Unsupported(_)));
+        p.sector_size = 4096;
+        assert!(matches!(err(&p), KindError::Invalid(m) if m.contains("disagrees")));
+    }
+
+    #[test]
+    fn synthetic_requests() {
+        let mut r = req(ProofKind::KilnSynthetic);
+        r.synthetic_log_size = 10;
+        r.synthetic_partitions = 3;
+        r.priority = WirePriority::High as i32;
+        let built = build(&r, &ctx()).unwrap();
+        assert_eq!(built.priority, Priority::High);
+        assert_eq!(built.source.num_partitions(), 3);
+        assert_eq!(built.source.srs().id, "synthetic-filecoin-like-2^10-4in");
+
+        r.priority = 9;
+        assert!(matches!(err(&r), KindError::Invalid(m) if m.contains("unknown priority 9")));
+        r.priority = 0;
+        r.synthetic_log_size = 17;
+        assert!(matches!(err(&r), KindError::Invalid(m) if m.contains("between 2 and 16")));
+        r.synthetic_log_size = 10;
+        r.synthetic_kind = "sparse".into();
+        assert!(matches!(err(&r), KindError::Invalid(m) if m.contains("unknown workload kind")));
+        r.synthetic_kind = "dense".into();
+        r.vanilla_proof = vec![1];
+        assert!(matches!(err(&r), KindError::Invalid(m) if m.contains("takes no vanilla_proof")));
+    }
+
+    #[test]
+    fn default_priority_comes_from_the_kind() {
+        let mut r = req(ProofKind::KilnSynthetic);
+        r.synthetic_log_size = 8;
+        assert_eq!(build(&r, &ctx()).unwrap().priority, Priority::Normal);
+        assert_eq!(KINDS.iter().find(|e| e.kind == ProofKind::WinningPost).unwrap().default_priority, Priority::Critical);
+    }
+
+    #[test]
+    fn srs_ids() {
+        let c = ctx();
+        assert_eq!(resolve_srs("synthetic-filecoin-like-2^12", &c).unwrap().id, "synthetic-filecoin-like-2^12-4in");
+        assert_eq!(resolve_srs("synthetic-dense-2^9-2in", &c).unwrap().id, "synthetic-dense-2^9-2in");
+        assert!(resolve_srs("porep-32g", &c).unwrap_err().contains("unknown circuit_id \"porep-32g\""));
+        assert!(resolve_srs("synthetic-dense-2^40", &c).unwrap_err().contains("between 2 and 16"));
+        assert!(resolve_srs("synthetic-weird-2^9", &c).unwrap_err().contains("unknown workload kind"));
+    }
+}

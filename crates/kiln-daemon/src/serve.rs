@@ -1,0 +1,231 @@
+//! `kiln serve`: starts the engine and the two listeners, and stops them in
+//! order. [`start`] is also what the end-to-end tests run in-process.
+
+use std::net::SocketAddr;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use kiln_groth16::{CpuBackend, ProverBackend};
+use kiln_pipeline::Engine;
+use kiln_proto::ProvingEngineServer;
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
+use tokio_stream::StreamExt;
+
+use crate::config::{DaemonConfig, Listen};
+use crate::grpc::Service;
+use crate::kinds::KindContext;
+
+/// Where a running daemon can be reached.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Bound {
+    /// The socket file.
+    Unix(PathBuf),
+    /// The bound address (the real port when 0 was asked for).
+    Tcp(SocketAddr),
+}
+
+impl std::fmt::Display for Bound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Bound::Unix(p) => write!(f, "unix:{}", p.display()),
+            Bound::Tcp(a) => write!(f, "tcp:{a}"),
+        }
+    }
+}
+
+/// A started daemon: the engine and the servers' tasks.
+pub struct Running {
+    /// The gRPC listener.
+    pub grpc: Bound,
+    /// The `/status` + `/metrics` listener, if enabled.
+    pub status: Option<SocketAddr>,
+    /// The engine (for in-process callers such as tests).
+    pub engine: Engine,
+    grace: Duration,
+    stop: watch::Sender<bool>,
+    grpc_task: JoinHandle<Result<()>>,
+    http_task: Option<JoinHandle<Result<()>>>,
+    socket: Option<OwnedSocket>,
+}
+
+/// Starts the engine and both listeners; returns once they accept connections.
+pub async fn start(config: DaemonConfig) -> Result<Running> {
+    let backends: Vec<Arc<dyn ProverBackend>> = match config.backend.as_str() {
+        // No GPU backend is wired into this build yet: auto means the CPU.
+        "auto" | "cpu" => vec![Arc::new(CpuBackend)],
+        other => bail!("backend {other:?} is not supported by this build"),
+    };
+    let engine_config = config.engine.clone();
+    let engine = tokio::task::spawn_blocking(move || Engine::start(engine_config, backends))
+        .await
+        .context("starting the engine panicked")?
+        .context("starting the engine")?;
+    let service = Service::new(
+        engine.clone(),
+        KindContext { params_dir: config.params_dir.clone(), max_synthetic_log_size: config.max_synthetic_log_size },
+    );
+    let grpc_server = ProvingEngineServer::new(service)
+        .max_decoding_message_size(config.max_message_bytes)
+        .max_encoding_message_size(config.max_message_bytes);
+    let (stop, stop_rx) = watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+
+    let router = tonic::transport::Server::builder().add_service(grpc_server);
+    let (grpc, socket, grpc_task) = match &config.listen {
+        Listen::Unix(path) => {
+            let (listener, owned) = bind_unix(path)?;
+            let incoming = UnixListenerStream::new(listener);
+            let task = tokio::spawn({
+                let stopped = stopped();
+                async move { router.serve_with_incoming_shutdown(incoming, stopped).await.context("gRPC server (unix)") }
+            });
+            (Bound::Unix(path.clone()), Some(owned), task)
+        }
+        Listen::Tcp(addr) => {
+            let listener = TcpListener::bind(addr).await.with_context(|| format!("binding gRPC listener tcp:{addr}"))?;
+            let local = listener.local_addr()?;
+            // Proof answers are small and latency matters more than batching.
+            let incoming = TcpListenerStream::new(listener).map(|s| s.and_then(|s| s.set_nodelay(true).map(|()| s)));
+            let task = tokio::spawn({
+                let stopped = stopped();
+                async move { router.serve_with_incoming_shutdown(incoming, stopped).await.context("gRPC server (tcp)") }
+            });
+            (Bound::Tcp(local), None, task)
+        }
+    };
+
+    let (status, http_task) = match &config.status_listen {
+        Some(addr) => {
+            let listener = TcpListener::bind(addr).await.with_context(|| format!("binding status listener {addr}"))?;
+            let local = listener.local_addr()?;
+            let app = crate::http::router(engine.clone(), grpc.to_string());
+            let stopped = stopped();
+            let task = tokio::spawn(async move { crate::http::serve(listener, app, stopped).await.context("status server") });
+            (Some(local), Some(task))
+        }
+        None => (None, None),
+    };
+    tracing::info!(
+        grpc = %grpc,
+        status = %status.map(|a| format!("http://{a}")).unwrap_or_else(|| "off".into()),
+        params_dir = %config.params_dir.display(),
+        "kiln serving cuzk.v1"
+    );
+    Ok(Running {
+        grpc,
+        status,
+        engine,
+        grace: Duration::from_secs(config.shutdown_grace_secs),
+        stop,
+        grpc_task,
+        http_task,
+        socket,
+    })
+}
+
+impl Running {
+    /// Stops accepting connections, lets running jobs finish for up to the
+    /// grace period (then cancels them, which answers their waiters), waits
+    /// for the servers to close, and removes the socket file.
+    pub async fn shutdown(self) -> Result<()> {
+        tracing::info!(grace_secs = self.grace.as_secs(), "kiln shutting down: no new connections; draining jobs");
+        let _ = self.stop.send(true);
+        self.engine.shutdown(self.grace).await;
+        // Every job has ended, so open AwaitProof/Prove calls have answered;
+        // the bound only guards against clients that keep a stream open.
+        let mut result = Ok(());
+        for (name, task) in std::iter::once(("gRPC", self.grpc_task)).chain(self.http_task.map(|t| ("status", t))) {
+            match tokio::time::timeout(Duration::from_secs(5), task).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => result = Err(e),
+                Ok(Err(join)) => result = Err(anyhow::anyhow!("{name} server task failed: {join}")),
+                Err(_) => tracing::warn!("{name} server did not close within 5 s after the engine stopped; leaving it"),
+            }
+        }
+        drop(self.socket);
+        tracing::info!("kiln stopped");
+        result
+    }
+}
+
+/// A socket file this process bound; removed on drop if it is still ours.
+struct OwnedSocket {
+    path: PathBuf,
+    ino: u64,
+}
+
+impl Drop for OwnedSocket {
+    fn drop(&mut self) {
+        if std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.ino() == self.ino) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Binds a UNIX socket at `path` with mode 0600.
+///
+/// It is bound under a temporary name, restricted to 0600 and then renamed
+/// into place, so there is no moment at which another user can connect. A
+/// stale socket left by a dead daemon is replaced; a live one (something
+/// accepts connections on it) or a non-socket file at `path` is an error.
+fn bind_unix(path: &Path) -> Result<(UnixListener, OwnedSocket)> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating the socket directory {}", dir.display()))?;
+    }
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.file_type().is_socket() {
+            bail!("{} exists and is not a socket; refusing to replace it", path.display());
+        }
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            bail!("{} is in use by a running daemon", path.display());
+        }
+        tracing::info!(path = %path.display(), "replacing a stale socket");
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    let _ = std::fs::remove_file(&tmp);
+    let listener = UnixListener::bind(&tmp).with_context(|| {
+        format!("binding unix socket {} (socket paths must be under 108 bytes)", tmp.display())
+    })?;
+    let placed = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .with_context(|| format!("placing the socket at {}", path.display()));
+    if let Err(e) = placed {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    let ino = std::fs::symlink_metadata(path)?.ino();
+    Ok((listener, OwnedSocket { path: path.to_owned(), ino }))
+}
+
+/// Runs the daemon until SIGTERM or SIGINT, then shuts down gracefully. A
+/// second signal during the grace period exits at once.
+pub async fn run(config: DaemonConfig) -> Result<()> {
+    let running = start(config).await?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT"),
+    }
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {},
+            _ = tokio::signal::ctrl_c() => {},
+        }
+        eprintln!("kiln: second signal, exiting without waiting for jobs");
+        std::process::exit(130);
+    });
+    running.shutdown().await
+}
