@@ -8,6 +8,49 @@
 #pragma once
 #include <cstdint>
 
+// Carry-chain primitives (PTX). The carry flag lives between consecutive
+// volatile asm statements of one chain; only other chain members sit there.
+namespace ptx {
+__device__ __forceinline__ uint32_t mad_lo_cc(uint32_t a, uint32_t b, uint32_t c) {
+    uint32_t r; asm volatile("mad.lo.cc.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r;
+}
+__device__ __forceinline__ uint32_t madc_lo_cc(uint32_t a, uint32_t b, uint32_t c) {
+    uint32_t r; asm volatile("madc.lo.cc.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r;
+}
+__device__ __forceinline__ uint32_t madc_hi_cc(uint32_t a, uint32_t b, uint32_t c) {
+    uint32_t r; asm volatile("madc.hi.cc.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r;
+}
+__device__ __forceinline__ uint32_t addc_cc(uint32_t a, uint32_t b) {
+    uint32_t r; asm volatile("addc.cc.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r;
+}
+__device__ __forceinline__ uint32_t addc(uint32_t a, uint32_t b) {
+    uint32_t r; asm volatile("addc.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r;
+}
+// t[0..N+2) += a[0..N) * b, as two chains: even limbs' (lo, hi) into
+// (t[j], t[j+1]) for even j, then odd limbs' for odd j. Each lo/hi pair of
+// one product is adjacent in its chain, which ptxas turns into one wide IMAD.
+template <int N>
+__device__ __forceinline__ void mac_row(uint32_t t[N + 2], const uint32_t a[N], uint32_t b) {
+    t[0] = mad_lo_cc(a[0], b, t[0]);
+    t[1] = madc_hi_cc(a[0], b, t[1]);
+#pragma unroll
+    for (int j = 2; j < N; j += 2) {
+        t[j] = madc_lo_cc(a[j], b, t[j]);
+        t[j + 1] = madc_hi_cc(a[j], b, t[j + 1]);
+    }
+    t[N] = addc_cc(t[N], 0);
+    t[N + 1] = addc(t[N + 1], 0);
+    t[1] = mad_lo_cc(a[1], b, t[1]);
+    t[2] = madc_hi_cc(a[1], b, t[2]);
+#pragma unroll
+    for (int j = 3; j < N; j += 2) {
+        t[j] = madc_lo_cc(a[j], b, t[j]);
+        t[j + 1] = madc_hi_cc(a[j], b, t[j + 1]);
+    }
+    t[N + 1] = addc(t[N + 1], 0);
+}
+}  // namespace ptx
+
 // ---- moduli and constants (little-endian 32-bit limbs) ----
 __constant__ uint32_t KILN_FR_MOD[8] = {0x00000001, 0xffffffff, 0xfffe5bfe, 0x53bda402,
                                         0x09a1d805, 0x3339d808, 0x299d7d48, 0x73eda753};
@@ -115,37 +158,23 @@ struct alignas(16) Fe {
     __device__ __forceinline__ Fe neg() const { return is_zero() ? *this : zero() - *this; }
     __device__ __forceinline__ Fe dbl() const { return *this + *this; }
 
-    // Montgomery product a*b*R^-1 mod p, CIOS with 32-bit limbs. The 64-bit
-    // sums a*b + t + carry never overflow ((2^32-1)^2 + 2(2^32-1) = 2^64-1).
+    // Montgomery product a*b*R^-1 mod p: CIOS over 32-bit limbs, rows as
+    // PTX carry chains (ptx::mac_row). N is even for both fields.
     __device__ __forceinline__ friend Fe operator*(const Fe& a, const Fe& b) {
-        uint32_t t[N + 1];
+        static_assert(N % 2 == 0, "mac_row pairs limbs");
+        uint32_t t[N + 2], p[N];
 #pragma unroll
-        for (int i = 0; i < N + 1; i++) t[i] = 0;
+        for (int i = 0; i < N + 2; i++) t[i] = 0;
+#pragma unroll
+        for (int i = 0; i < N; i++) p[i] = P::mod(i);
 #pragma unroll
         for (int i = 0; i < N; i++) {
-            uint64_t carry = 0;
-            const uint32_t bi = b.v[i];
-#pragma unroll
-            for (int j = 0; j < N; j++) {
-                uint64_t s = (uint64_t)a.v[j] * bi + t[j] + carry;
-                t[j] = (uint32_t)s;
-                carry = s >> 32;
-            }
-            uint64_t s = (uint64_t)t[N] + carry;
-            t[N] = (uint32_t)s;
-            const uint32_t top = (uint32_t)(s >> 32);
+            ptx::mac_row<N>(t, a.v, b.v[i]);
             const uint32_t m = t[0] * P::INV;
-            s = (uint64_t)m * P::mod(0) + t[0];
-            carry = s >> 32;
+            ptx::mac_row<N>(t, p, m);  // t[0] becomes 0
 #pragma unroll
-            for (int j = 1; j < N; j++) {
-                s = (uint64_t)m * P::mod(j) + t[j] + carry;
-                t[j - 1] = (uint32_t)s;
-                carry = s >> 32;
-            }
-            s = (uint64_t)t[N] + carry;
-            t[N - 1] = (uint32_t)s;
-            t[N] = top + (uint32_t)(s >> 32);
+            for (int j = 0; j <= N; j++) t[j] = t[j + 1];
+            t[N + 1] = 0;
         }
         Fe r;
 #pragma unroll

@@ -6,7 +6,8 @@
 //  2. kiln_msm_scan:    per-window exclusive prefix sums -> bucket offsets.
 //  3. kiln_msm_scatter: write each general scalar's point index (sign in bit
 //                       31) into its bucket's slot: a counting sort.
-//  4. bucket_acc:       one thread per bucket adds its points (mixed XYZZ).
+//  4. bucket_acc/fix:   threads add up equal chunks of the sorted points
+//                       (mixed XYZZ); buckets crossing chunks are fixed up.
 //  5. bucket_reduce:    one thread per run of L buckets computes
 //                       sum_b (b+1) * bucket_b over its run.
 //  6. sum:              sums groups of G consecutive XYZZ points (window
@@ -130,23 +131,78 @@ extern "C" __global__ void kiln_msm_scatter(const Fr* scalars, Selection sel, ui
     }
 }
 
+// Bucket accumulation, balanced: window w's sorted entries are cut into
+// chunks of K; a thread adds up one chunk. A bucket that lies inside one
+// chunk is written straight to buckets[]; a bucket that crosses a chunk edge
+// leaves partial sums - in last[] of the chunk where it starts and in first[]
+// of every later chunk it covers - which bucket_fix adds up. So a bucket with
+// very many points (all scalars equal, say) is spread over many threads.
+
+// Bucket of window-relative position pos: the largest b with off[b] <= pos
+// (an empty bucket shares its offset with the next one, so this is the
+// non-empty bucket holding pos).
+__device__ __forceinline__ uint32_t bucket_of(const uint32_t* off, uint32_t B, uint32_t pos) {
+    uint32_t lo = 0, hi = B;  // off[lo] <= pos < off[hi] (off[B] = +inf)
+    while (hi - lo > 1) {
+        uint32_t mid = (lo + hi) >> 1;
+        if (off[mid] <= pos) lo = mid; else hi = mid;
+    }
+    return lo;
+}
+
 template <class F>
 __device__ __forceinline__ void bucket_acc(const Affine<F>* points, const uint32_t* sorted,
                                            const uint32_t* offsets, const uint32_t* counts, uint32_t n,
-                                           uint32_t c, uint32_t windows, Xyzz<F>* buckets) {
+                                           uint32_t c, uint32_t windows, uint32_t K, Xyzz<F>* buckets,
+                                           Xyzz<F>* first, Xyzz<F>* last) {
     const uint32_t B = 1u << (c - 1);
+    const uint32_t C = (n + K - 1) / K;  // chunks per window
+    size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= (size_t)windows * C) return;
+    const uint32_t w = (uint32_t)(g / C), ch = (uint32_t)(g % C);
+    const uint32_t* off = offsets + (size_t)w * B;
+    const uint32_t* cnt = counts + (size_t)w * B;
+    const uint32_t total = off[B - 1] + cnt[B - 1];
+    const uint32_t lo = ch * K;
+    if (lo >= total) return;
+    const uint32_t hi = min(lo + K, total);
+    const uint32_t* list = sorted + (size_t)w * n;
+    uint32_t pos = lo;
+    while (pos < hi) {
+        uint32_t b = bucket_of(off, B, pos);
+        uint32_t start = off[b], end = start + cnt[b];
+        uint32_t stop = min(end, hi);
+        Xyzz<F> acc = Xyzz<F>::inf();
+        for (; pos < stop; pos++) {
+            uint32_t e = list[pos];
+            Affine<F> q = points[e & 0x7fffffffu];
+            if (e >> 31) q.y = q.y.neg();
+            acc.add_affine(q);
+        }
+        if (start < lo) first[g] = acc;        // began in an earlier chunk
+        else if (end > hi) last[g] = acc;      // goes on in later chunks
+        else buckets[(size_t)w * B + b] = acc;  // whole bucket in this chunk
+    }
+}
+
+// Adds the partial sums of buckets that cross chunk edges.
+template <class F>
+__device__ __forceinline__ void bucket_fix(const uint32_t* offsets, const uint32_t* counts, uint32_t n,
+                                           uint32_t c, uint32_t windows, uint32_t K, Xyzz<F>* buckets,
+                                           const Xyzz<F>* first, const Xyzz<F>* last) {
+    const uint32_t B = 1u << (c - 1);
+    const uint32_t C = (n + K - 1) / K;
     size_t gb = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (gb >= (size_t)windows * B) return;
-    size_t w = gb / B;
-    const uint32_t* list = sorted + w * n + offsets[gb];
     uint32_t cnt = counts[gb];
-    Xyzz<F> acc = Xyzz<F>::inf();
-    for (uint32_t k = 0; k < cnt; k++) {
-        uint32_t e = list[k];
-        Affine<F> q = points[e & 0x7fffffffu];
-        if (e >> 31) q.y = q.y.neg();
-        acc.add_affine(q);
-    }
+    if (cnt == 0) return;
+    size_t w = gb / B;
+    uint32_t start = offsets[gb], end = start + cnt;
+    uint32_t c0 = start / K, c1 = (end - 1) / K;
+    if (c0 == c1) return;
+    const size_t base = w * C;
+    Xyzz<F> acc = last[base + c0];
+    for (uint32_t k = c0 + 1; k <= c1; k++) acc.add(first[base + k]);
     buckets[gb] = acc;
 }
 
@@ -208,8 +264,15 @@ __device__ __forceinline__ void ones_sum(const Affine<F>* points, Selection sel,
     extern "C" __global__ void kiln_msm_bucket_acc_##SUFFIX(const Affine<F>* points, const uint32_t* sorted, \
                                                             const uint32_t* offsets, const uint32_t* counts, \
                                                             uint32_t n, uint32_t c, uint32_t windows,        \
-                                                            Xyzz<F>* buckets) {                              \
-        bucket_acc<F>(points, sorted, offsets, counts, n, c, windows, buckets);                             \
+                                                            uint32_t K, Xyzz<F>* buckets, Xyzz<F>* first,    \
+                                                            Xyzz<F>* last) {                                 \
+        bucket_acc<F>(points, sorted, offsets, counts, n, c, windows, K, buckets, first, last);             \
+    }                                                                                                       \
+    extern "C" __global__ void kiln_msm_bucket_fix_##SUFFIX(const uint32_t* offsets, const uint32_t* counts, \
+                                                            uint32_t n, uint32_t c, uint32_t windows,        \
+                                                            uint32_t K, Xyzz<F>* buckets,                    \
+                                                            const Xyzz<F>* first, const Xyzz<F>* last) {     \
+        bucket_fix<F>(offsets, counts, n, c, windows, K, buckets, first, last);                             \
     }                                                                                                       \
     extern "C" __global__ void kiln_msm_bucket_reduce_##SUFFIX(const Xyzz<F>* buckets, uint32_t B, uint32_t L, \
                                                                uint32_t total, Xyzz<F>* out) {               \

@@ -18,7 +18,7 @@ const WHEELS: &[&str] = &[
     "nvidia-cuda-cccl==13.0.*",
 ];
 
-#[derive(clap::Args)]
+#[derive(clap::Args, Default)]
 pub struct Args {
     /// nvcc to use (else $KILN_NVCC, $CUDA_HOME/bin/nvcc, PATH, target/nvcc).
     #[arg(long)]

@@ -13,12 +13,15 @@ use crate::launch::{blocks, launch, raw, Arg, Selection};
 /// Which curve: its kernels and the size of one XYZZ point in u64 words.
 struct Curve<'a> {
     acc: &'a cudarc::driver::CudaFunction,
+    fix: &'a cudarc::driver::CudaFunction,
     reduce: &'a cudarc::driver::CudaFunction,
     sum: &'a cudarc::driver::CudaFunction,
     ones: &'a cudarc::driver::CudaFunction,
     xyzz_words: usize,
 }
 
+/// Sorted entries per accumulation thread.
+const ACC_CHUNK: usize = 128;
 /// Buckets per reduction thread.
 const REDUCE_RUN: usize = 64;
 /// Points per thread in the group sums.
@@ -31,7 +34,7 @@ impl GpuDevice {
     /// set bits below i), as Groth16's A/B queries store only dense points.
     pub fn msm_g1(&self, s: &GpuStream, points: &DeviceG1, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<G1Projective, GpuError> {
         let k = &self.k;
-        let curve = Curve { acc: &k.msm_bucket_acc_g1, reduce: &k.msm_bucket_reduce_g1, sum: &k.msm_sum_g1, ones: &k.msm_ones_g1, xyzz_words: 24 };
+        let curve = Curve { acc: &k.msm_bucket_acc_g1, fix: &k.msm_bucket_fix_g1, reduce: &k.msm_bucket_reduce_g1, sum: &k.msm_sum_g1, ones: &k.msm_ones_g1, xyzz_words: 24 };
         let (windows, c, ones) = self.msm(s, &curve, points.ptr(s), points.len(), scalars, n, bitmap)?;
         let to_proj = |p: &[u64]| g1_from_xyzz(p);
         Ok(combine(&windows, c, &ones, 24, to_proj))
@@ -40,7 +43,7 @@ impl GpuDevice {
     /// As [`GpuDevice::msm_g1`], in G2.
     pub fn msm_g2(&self, s: &GpuStream, points: &DeviceG2, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<G2Projective, GpuError> {
         let k = &self.k;
-        let curve = Curve { acc: &k.msm_bucket_acc_g2, reduce: &k.msm_bucket_reduce_g2, sum: &k.msm_sum_g2, ones: &k.msm_ones_g2, xyzz_words: 48 };
+        let curve = Curve { acc: &k.msm_bucket_acc_g2, fix: &k.msm_bucket_fix_g2, reduce: &k.msm_bucket_reduce_g2, sum: &k.msm_sum_g2, ones: &k.msm_ones_g2, xyzz_words: 48 };
         let (windows, c, ones) = self.msm(s, &curve, points.ptr(s), points.len(), scalars, n, bitmap)?;
         let to_proj = |p: &[u64]| g2_from_xyzz(p);
         Ok(combine(&windows, c, &ones, 48, to_proj))
@@ -75,6 +78,7 @@ impl GpuDevice {
             Some((bm, pre)) => Selection { bitmap: raw(bm, s), prefix: raw(pre, s) },
             None => Selection::default(),
         };
+        let mut prof = Profile::new(s);
         let c = msm_window_bits(n, self.info.sm_count);
         let w = msm_windows(c) as usize;
         let nb = 1usize << (c - 1);
@@ -86,7 +90,12 @@ impl GpuDevice {
         let cursor = unsafe { s.alloc::<u32>(w * nb) }?;
         let cls = unsafe { s.alloc::<u8>(n.max(1)) }?;
         let sorted = unsafe { s.alloc::<u32>((w * n).max(1)) }?;
-        let buckets = unsafe { s.alloc::<u64>(w * nb * xw) }?;
+        // Zero = infinity: empty buckets are never written.
+        let buckets = s.alloc_zeros::<u64>(w * nb * xw)?;
+        let chunks = w * n.div_ceil(ACC_CHUNK);
+        let first = unsafe { s.alloc::<u64>(chunks.max(1) * xw) }?;
+        let last = unsafe { s.alloc::<u64>(chunks.max(1) * xw) }?;
+        let (pfirst, plast, k32) = (raw(&first, s), raw(&last, s), ACC_CHUNK as u32);
         let run = REDUCE_RUN.min(nb);
         let segs = nb / run;
         let mut red = unsafe { s.alloc::<u64>(w * segs * xw) }?;
@@ -94,15 +103,22 @@ impl GpuDevice {
         let (n32, c32, w32) = (n as u32, c, w as u32);
         // SAFETY (all launches below): argument lists match cuda/msm.cuh's
         // kernels; counts/offsets/cursor hold W*B u32, cls n bytes, sorted W*n
-        // u32, buckets W*B XYZZ, red W*segs XYZZ; points hold every rank used
+        // u32, buckets W*B XYZZ, first/last W*ceil(n/K) XYZZ, red W*segs XYZZ; points hold every rank used
         // (checked above); all buffers live until the synchronize at the end.
         unsafe {
             launch(s, &self.k.msm_count, blocks(n, 256), 256, &[Arg::U64(sp), Arg::Sel(sel), Arg::U32(n32), Arg::U32(c32), Arg::U32(w32), Arg::U64(pc), Arg::U64(pcls)])?;
+            prof.mark("count");
             launch(s, &self.k.msm_scan, w32, 1024, &[Arg::U64(pc), Arg::U64(po), Arg::U64(pcur), Arg::U32(nb as u32)])?;
+            prof.mark("scan");
             launch(s, &self.k.msm_scatter, blocks(n, 256), 256, &[Arg::U64(sp), Arg::Sel(sel), Arg::U32(n32), Arg::U32(c32), Arg::U32(w32), Arg::U64(pcur), Arg::U64(psorted)])?;
-            launch(s, cv.acc, blocks(w * nb, 128), 128, &[Arg::U64(points), Arg::U64(psorted), Arg::U64(po), Arg::U64(pc), Arg::U32(n32), Arg::U32(c32), Arg::U32(w32), Arg::U64(pb)])?;
+            prof.mark("scatter");
+            launch(s, cv.acc, blocks(chunks, 128), 128, &[Arg::U64(points), Arg::U64(psorted), Arg::U64(po), Arg::U64(pc), Arg::U32(n32), Arg::U32(c32), Arg::U32(w32), Arg::U32(k32), Arg::U64(pb), Arg::U64(pfirst), Arg::U64(plast)])?;
+            prof.mark("acc");
+            launch(s, cv.fix, blocks(w * nb, 128), 128, &[Arg::U64(po), Arg::U64(pc), Arg::U32(n32), Arg::U32(c32), Arg::U32(w32), Arg::U32(k32), Arg::U64(pb), Arg::U64(pfirst), Arg::U64(plast)])?;
+            prof.mark("fix");
             launch(s, cv.reduce, blocks(w * segs, 128), 128, &[Arg::U64(pb), Arg::U32(nb as u32), Arg::U32(run as u32), Arg::U32((w * segs) as u32), Arg::U64(raw(&red, s))])?;
         }
+        prof.mark("reduce");
         // Window totals: sum runs of segments down to one per window.
         let mut per = segs;
         while per > 1 {
@@ -114,8 +130,11 @@ impl GpuDevice {
             red = out;
             per /= g;
         }
+        prof.mark("window sums");
         // Points whose scalar is 1, in parallel chunks, then summed down.
-        let mut threads = (n / 64).next_power_of_two().clamp(1, self.info.sm_count as usize * 256);
+        // A power of two, so the group sums below divide evenly.
+        let cap = (self.info.sm_count as usize * 256).next_power_of_two() / 2;
+        let mut threads = (n / 64).next_power_of_two().clamp(1, cap.max(1));
         let chunk = n.div_ceil(threads).max(1);
         let mut part = unsafe { s.alloc::<u64>(threads * xw) }?;
         // SAFETY: kiln_msm_ones_*(points, sel, cls, n, chunk, out[threads]).
@@ -129,10 +148,12 @@ impl GpuDevice {
             part = out;
             threads /= g;
         }
+        prof.mark("ones");
         let windows = s.clone_dtoh(&red)?;
         let ones = s.clone_dtoh(&part)?;
         s.synchronize()?;
-        drop((counts, offsets, cursor, cls, sorted, buckets, sel_bufs));
+        prof.report(&format!("msm n={n} c={c}"));
+        drop((counts, offsets, cursor, cls, sorted, buckets, first, last, sel_bufs));
         Ok((windows, c, ones))
     }
 }
@@ -200,4 +221,32 @@ fn g2_from_xyzz(p: &[u64]) -> G2Projective {
     out.z = zzz;
     // SAFETY: G2Projective is repr(transparent) over blst_p2 (sizes asserted).
     unsafe { std::mem::transmute::<blst_p2, G2Projective>(out) }
+}
+
+/// Stage timings of one MSM, printed to stderr when KILN_PROFILE is set.
+struct Profile<'a> {
+    s: &'a GpuStream,
+    marks: Option<Vec<(&'static str, cudarc::driver::CudaEvent)>>,
+}
+
+impl<'a> Profile<'a> {
+    fn new(s: &'a GpuStream) -> Self {
+        let on = std::env::var_os("KILN_PROFILE").is_some();
+        let mut p = Self { s, marks: on.then(Vec::new) };
+        p.mark("start");
+        p
+    }
+    fn mark(&mut self, name: &'static str) {
+        if let Some(m) = &mut self.marks {
+            if let Ok(e) = self.s.record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)) {
+                m.push((name, e));
+            }
+        }
+    }
+    fn report(&self, what: &str) {
+        if let Some(m) = &self.marks {
+            let parts: Vec<String> = m.windows(2).filter_map(|w| Some(format!("{} {:.2}", w[1].0, w[0].1.elapsed_ms(&w[1].1).ok()?))).collect();
+            eprintln!("profile {what}: {} (ms)", parts.join(", "));
+        }
+    }
 }

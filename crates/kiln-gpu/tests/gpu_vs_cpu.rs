@@ -7,6 +7,7 @@ mod common;
 use blstrs::{G1Projective, G2Projective, Scalar};
 use common::*;
 use ff::Field;
+use group::Group;
 use kiln_gpu::{GpuDevice, NttDirection};
 
 fn device() -> Option<GpuDevice> {
