@@ -88,17 +88,22 @@ impl Shared {
             JobOutcome::Failed(m) => Some(m.clone()),
             _ => None,
         };
-        if !job.end(outcome) {
+        let late = job.deadline.is_some_and(|d| Instant::now() > d);
+        let t = &self.totals;
+        let ended = job.end(outcome, |o| {
+            match o {
+                JobOutcome::Completed { .. } => t.completed.fetch_add(1, Ordering::Relaxed),
+                JobOutcome::Failed(_) => t.failed.fetch_add(1, Ordering::Relaxed),
+                _ => t.cancelled.fetch_add(1, Ordering::Relaxed),
+            };
+            if late {
+                t.deadline_missed.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        if !ended {
             return;
         }
-        let t = &self.totals;
-        match name {
-            "completed" => t.completed.fetch_add(1, Ordering::Relaxed),
-            "failed" => t.failed.fetch_add(1, Ordering::Relaxed),
-            _ => t.cancelled.fetch_add(1, Ordering::Relaxed),
-        };
-        if job.deadline.is_some_and(|d| Instant::now() > d) {
-            t.deadline_missed.fetch_add(1, Ordering::Relaxed);
+        if late {
             tracing::warn!(job = %job.id, kind = %job.kind, "job ended after its deadline");
         }
         let timings = job.timings();

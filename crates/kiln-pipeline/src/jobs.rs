@@ -151,13 +151,16 @@ impl Job {
     }
 
     /// Ends the job with `outcome` unless it has ended already; returns
-    /// whether this call ended it. Wakes every waiter.
-    pub(crate) fn end(&self, outcome: JobOutcome) -> bool {
+    /// whether this call ended it. `count` runs before anyone can see the
+    /// outcome (so totals are never behind what a waiter observed). Wakes
+    /// every waiter.
+    pub(crate) fn end(&self, outcome: JobOutcome, count: impl FnOnce(&JobOutcome)) -> bool {
         {
             let mut s = self.state.lock();
             if s.outcome.is_some() {
                 return false;
             }
+            count(&outcome);
             s.outcome = Some(outcome);
             s.ended_at = Some(Instant::now());
             s.proofs.clear();

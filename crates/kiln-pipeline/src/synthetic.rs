@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use parking_lot::Mutex;
+
 use kiln_groth16::setup;
 use kiln_synth::workload::{SyntheticCircuit, WorkloadKind};
 use kiln_synth::{synthesize, Assignment, AssignmentBuffers, SynthError};
@@ -62,7 +64,11 @@ impl SyntheticJob {
         let structure = SyntheticCircuit::filling_domain(kind, log_size, inputs);
         let name = format!("kiln-synthetic-{}-2^{log_size}-{inputs}in-v1.params", kind.name());
         let generate = move |path: &Path| {
-            setup::load_or_generate(structure, path, &mut rand::thread_rng(), || {})
+            // The generator writes through a temporary file named after the
+            // process: two engines of one process must not write it at once.
+            static GENERATING: Mutex<()> = Mutex::new(());
+            let _one_at_a_time = GENERATING.lock();
+            setup::load_or_generate(structure, path, &mut rand::thread_rng(), &|_, _| {})
                 .map(drop)
                 .map_err(|e| e.to_string())
         };

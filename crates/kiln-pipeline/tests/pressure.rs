@@ -118,7 +118,9 @@ fn buffer_counters_track_every_stage_and_return_to_zero() {
     let engine = Engine::start(config(256 * MIB), vec![SlowBackend::new(Duration::from_millis(50))]).unwrap();
     let sampler = Sampler::start(&engine);
     for k in 0..3 {
-        engine.submit(JobRequest::new(format!("count-{k}"), Priority::Normal, synthetic(10, 2, k))).unwrap();
+        // Synthesis of 2^10 takes under a millisecond: slow it so the sampler sees it.
+        let job = Arc::new(Faulty { inner: synthetic(10, 2, k), fault: Fault::Slow(Duration::from_millis(20)) });
+        engine.submit(JobRequest::new(format!("count-{k}"), Priority::Normal, job)).unwrap();
     }
     for k in 0..3 {
         assert!(matches!(engine.wait_blocking(&format!("count-{k}"), Some(Duration::from_secs(60))), JobOutcome::Completed { .. }));

@@ -31,6 +31,7 @@ pub fn synthetic(log: u32, partitions: usize, seed: u64) -> Arc<SyntheticJob> {
 pub fn ensure_params(log: u32) -> u64 {
     let spec = SyntheticJob::srs_spec(KIND, log, INPUTS, &params_dir());
     if !spec.path.exists() {
+        // (The generator serializes generation within the process.)
         (spec.generate.as_ref().unwrap())(&spec.path).unwrap();
     }
     ParamsFile::open(&spec.path).unwrap().size_bytes()
