@@ -246,8 +246,8 @@ impl ProvingEngine for Service {
         let id = req.into_inner().circuit_id;
         // Only ids a kind can name are valid, loaded or not: a typo is
         // NOT_FOUND rather than a silent "was not loaded".
-        kinds::resolve_srs(&id, &self.kinds).map_err(|m| Status::new(Code::NotFound, m))?;
-        let res = self.engine.evict_srs(&id).map_err(|e| Status::failed_precondition(format!("cannot evict {id:?}: {e}")))?;
+        let spec = kinds::resolve_srs(&id, &self.kinds).map_err(|m| Status::new(Code::NotFound, m))?;
+        let res = self.engine.evict_srs(&spec.id).map_err(|e| Status::failed_precondition(format!("cannot evict {id:?}: {e}")))?;
         Ok(Response::new(EvictSrsResponse { was_loaded: res.was_loaded, freed_bytes: res.freed_bytes }))
     }
 }

@@ -1,0 +1,85 @@
+//! Cancellation, timeouts and shutdown over the wire.
+
+use std::time::{Duration, Instant};
+
+use crate::harness::{connect, start, synthetic, verify, Transport};
+use kiln_proto::v1::await_proof_response::Status;
+use kiln_proto::v1::{AwaitProofRequest, CancelProofRequest, GetStatusRequest, Priority, ProveRequest};
+
+use crate::SERIAL;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancellation_frees_everything() {
+    let _serial = SERIAL.lock().await;
+    crate::harness::ensure_params(11);
+    let d = start(Transport::Unix, &[("engine.synthesis_workers", "1")]).await;
+    let mut c = d.client().await;
+    let running = synthetic("cancel-running", 11, 64, Priority::Low, 1);
+    let queued = synthetic("cancel-queued", 10, 2, Priority::Low, 2);
+    c.submit_proof(running.clone()).await.unwrap();
+    c.submit_proof(queued.clone()).await.unwrap();
+    let t0 = Instant::now();
+    while d.status_json().await["engine"]["jobs"]["partitions_proved"] == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(60), "never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let waiter = {
+        let mut c = c.clone();
+        tokio::spawn(async move { c.await_proof(AwaitProofRequest { job_id: "cancel-running".into(), timeout_ms: 0 }).await })
+    };
+
+    let q = c.cancel_proof(CancelProofRequest { job_id: "cancel-queued".into() }).await.unwrap().into_inner();
+    assert!(q.found && !q.was_running, "{q:?}");
+    let r = c.cancel_proof(CancelProofRequest { job_id: "cancel-running".into() }).await.unwrap().into_inner();
+    assert!(r.found && r.was_running, "{r:?}");
+    let w = waiter.await.unwrap().unwrap().into_inner();
+    assert_eq!(w.status(), Status::Cancelled, "a waiter learns of the cancellation");
+    let q = c.await_proof(AwaitProofRequest { job_id: "cancel-queued".into(), timeout_ms: 0 }).await.unwrap().into_inner();
+    assert_eq!(q.status(), Status::Cancelled);
+    let none = c.cancel_proof(CancelProofRequest { job_id: "never-was".into() }).await.unwrap().into_inner();
+    assert!(!none.found && !none.was_running);
+    let twice = c.cancel_proof(CancelProofRequest { job_id: "cancel-running".into() }).await.unwrap().into_inner();
+    assert!(twice.found && !twice.was_running, "an ended job is left as it was");
+
+    // Everything the jobs held comes back, and the daemon keeps proving.
+    let st = d.wait_idle(Duration::from_secs(30)).await;
+    assert_eq!(st["engine"]["jobs"]["cancelled"], 2, "{st:#}");
+    let gs = c.get_status(GetStatusRequest {}).await.unwrap().into_inner();
+    assert_eq!(gs.total_proofs_cancelled, 2);
+    assert!(gs.buffer_stages.iter().all(|s| s.count == 0 && s.bytes == 0), "{:?}", gs.buffer_stages);
+    let after = synthetic("after-cancel", 9, 1, Priority::Normal, 3);
+    let r = c.prove(ProveRequest { submit: Some(after.clone()) }).await.unwrap().into_inner().result.unwrap();
+    assert_eq!(r.status(), Status::Completed, "{}", r.error_message);
+    verify(&after, &r.proof).unwrap();
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn await_timeout_then_shutdown_cancels_waiters_and_removes_the_socket() {
+    let _serial = SERIAL.lock().await;
+    crate::harness::ensure_params(11);
+    let d = start(Transport::Unix, &[("engine.synthesis_workers", "1")]).await;
+    let bound = d.grpc().clone();
+    let kiln_daemon::serve::Bound::Unix(sock) = bound.clone() else { unreachable!() };
+    let mut c = d.client().await;
+    c.submit_proof(synthetic("long", 11, 64, Priority::Normal, 1)).await.unwrap();
+
+    let t0 = Instant::now();
+    let r = c.await_proof(AwaitProofRequest { job_id: "long".into(), timeout_ms: 50 }).await.unwrap().into_inner();
+    assert_eq!(r.status(), Status::Timeout, "{r:?}");
+    assert!(t0.elapsed() < Duration::from_secs(5), "timeout_ms is honoured: {:?}", t0.elapsed());
+
+    let waiter = {
+        let mut c = c.clone();
+        tokio::spawn(async move { c.await_proof(AwaitProofRequest { job_id: "long".into(), timeout_ms: 0 }).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Grace 0 (the test default): running work is cancelled at once.
+    let t0 = Instant::now();
+    d.stop().await;
+    assert!(t0.elapsed() < Duration::from_secs(20), "shutdown took {:?}", t0.elapsed());
+    let w = waiter.await.unwrap().expect("the open AwaitProof is answered before the server closes").into_inner();
+    assert_eq!(w.status(), Status::Cancelled, "{w:?}");
+    assert!(!sock.exists(), "socket removed");
+    assert!(connect(&bound).await.is_err(), "nothing listens any more");
+}
