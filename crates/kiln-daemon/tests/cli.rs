@@ -1,0 +1,127 @@
+//! The `kiln` binary itself: configuration layers, mistakes, and the
+//! SIGTERM path (the e2e tests run the daemon in-process instead).
+
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// `kiln` with no KILN_* variables from the environment running the tests.
+fn kiln() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kiln"));
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("KILN_")) {
+        c.env_remove(k);
+    }
+    c
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn wait_timeout(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        if let Some(s) = child.try_wait().unwrap() {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+#[test]
+fn print_config_layers_flags_over_env_over_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("kiln.toml");
+    std::fs::write(
+        &file,
+        "listen = \"tcp:127.0.0.1:9999\"\nshutdown_grace_secs = 7\n[engine]\nsynthesis_workers = 5\ngpu_queue_depth = 2\nfinalizer_threads = 3\n",
+    )
+    .unwrap();
+    let out = kiln()
+        .args(["serve", "--print-config", "--synthesis-workers", "2", "--memory-budget", "1GiB", "--set", "engine.counter_log_interval_ms=50"])
+        .env("KILN_CONFIG", &file)
+        .env("KILN_ENGINE_GPU_QUEUE_DEPTH", "4")
+        .env("KILN_ENGINE_SYNTHESIS_WORKERS", "9")
+        .env("KILN_STATUS_LISTEN", "off")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let cfg: toml::Table = toml::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    let engine = cfg["engine"].as_table().unwrap();
+    assert_eq!(cfg["listen"].as_str(), Some("tcp:127.0.0.1:9999"), "file");
+    assert_eq!(cfg["shutdown_grace_secs"].as_integer(), Some(7), "file");
+    assert_eq!(cfg["status_listen"].as_str(), Some("off"), "env over default");
+    assert_eq!(engine["gpu_queue_depth"].as_integer(), Some(4), "env over file");
+    assert_eq!(engine["synthesis_workers"].as_integer(), Some(2), "flag over env over file");
+    assert_eq!(engine["finalizer_threads"].as_integer(), Some(3), "file over default");
+    assert_eq!(engine["memory_budget_bytes"].as_integer(), Some(1 << 30));
+    assert_eq!(engine["counter_log_interval_ms"].as_integer(), Some(50));
+}
+
+#[test]
+fn configuration_mistakes_exit_with_a_clear_message() {
+    let cases: [(&[&str], &[(&str, &str)], &str); 4] = [
+        (&["serve", "--print-config"], &[("KILN_ENGINE_SYNTH_WORKERS", "2")], "synth_workers"),
+        (&["serve", "--listen", "http://127.0.0.1:1"], &[], "must start with unix: or tcp:"),
+        (&["serve", "--config", "/nonexistent/kiln.toml"], &[], "reading config file /nonexistent/kiln.toml"),
+        (&["serve", "--set", "engine.synthesis_workers=0"], &[], "synthesis_workers must be at least 1"),
+    ];
+    for (args, env, words) in cases {
+        let out = kiln().args(args).envs(env.iter().copied()).output().unwrap();
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(text(&out).contains(words), "{args:?}: {:?} lacks {words:?}", text(&out));
+    }
+}
+
+fn spawn_serve(sock: &Path, params: &Path) -> Child {
+    kiln()
+        .args(["serve", "--status-listen", "off", "--set", "engine.memory_budget_bytes=64MiB", "--set", "engine.pin_host_buffers=false"])
+        .arg("--listen")
+        .arg(format!("unix:{}", sock.display()))
+        .arg("--params-dir")
+        .arg(params)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn serve_replaces_a_stale_socket_refuses_a_live_one_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("run").join("kiln.sock");
+    std::fs::create_dir_all(sock.parent().unwrap()).unwrap();
+    // A socket file nobody listens on: what a killed daemon leaves behind.
+    drop(std::os::unix::net::UnixListener::bind(&sock).unwrap());
+    assert!(sock.exists());
+
+    let mut daemon = spawn_serve(&sock, &dir.path().join("params"));
+    let t0 = Instant::now();
+    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+        if let Some(s) = daemon.try_wait().unwrap() {
+            let mut err = String::new();
+            daemon.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            panic!("daemon exited ({s}): {err}");
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "daemon never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777, 0o600);
+
+    let second = spawn_serve(&sock, &dir.path().join("params")).wait_with_output().unwrap();
+    assert!(!second.status.success());
+    assert!(text(&second).contains("is in use by a running daemon"), "{}", text(&second));
+    assert!(std::os::unix::net::UnixStream::connect(&sock).is_ok(), "the refused daemon left the live socket alone");
+
+    // SAFETY: kill(2) on the child we spawned.
+    assert_eq!(unsafe { libc::kill(daemon.id() as libc::pid_t, libc::SIGTERM) }, 0);
+    let status = wait_timeout(&mut daemon, Duration::from_secs(30)).expect("exits after SIGTERM");
+    let mut err = String::new();
+    daemon.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(status.success(), "{status}: {err}");
+    assert!(err.contains("kiln stopped"), "{err}");
+    assert!(!sock.exists(), "socket removed on exit");
+}
