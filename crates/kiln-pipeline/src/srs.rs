@@ -23,6 +23,9 @@ use serde::Serialize;
 use crate::job::SrsSpec;
 use crate::wait::block_on_abortable;
 
+/// How long a reservation waits before idle pool buffers are freed for it.
+pub(crate) const POOL_EVICT_AFTER: Duration = Duration::from_millis(500);
+
 /// Where a parameter set is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -224,13 +227,7 @@ impl SrsManager {
         let size = params.size_bytes();
         let started = Instant::now();
         let reserve = self.budget.reserve(size, MemoryClass::Srs);
-        let tick = || {
-            let snap = self.budget.snapshot();
-            let short = snap.waiting_bytes.saturating_sub(snap.available);
-            if short > 0 {
-                self.evict_idle_srs(short, Some(&spec.id));
-            }
-        };
+        let tick = || self.relieve(Some(&spec.id), started.elapsed());
         let reservation = match block_on_abortable(reserve, &abort, tick) {
             None => return Ok(None),
             Some(r) => r.map_err(|e| format!("parameters {:?} do not fit: {e}", spec.id))?,
@@ -310,6 +307,28 @@ impl SrsManager {
         let freed = unloaded.iter().filter_map(|(_, r)| r.as_ref()).map(MemoryReservation::bytes).sum();
         drop(unloaded);
         freed
+    }
+
+    /// Called periodically by whoever waits for budget bytes (and has
+    /// waited `waited` so far): frees idle memory for the waiters' shortfall.
+    /// Idle parameters other than `except` go at once (the waiter's own
+    /// wait began when they were still in use, so the budget's evictor did
+    /// not see them idle); idle pool buffers only after
+    /// [`POOL_EVICT_AFTER`], since a finishing partition usually frees
+    /// memory sooner and page-locked buffers are slow to remake.
+    pub(crate) fn relieve(&self, except: Option<&str>, waited: Duration) {
+        let snap = self.budget.snapshot();
+        let short = snap.waiting_bytes.saturating_sub(snap.available);
+        if short == 0 {
+            return;
+        }
+        let freed = self.evict_idle_srs(short, except);
+        if freed < short && waited >= POOL_EVICT_AFTER {
+            let pinned = self.pool.release_idle(short - freed);
+            if pinned > 0 {
+                tracing::info!(bytes = pinned, "released idle pool buffers for waiting reservations");
+            }
+        }
     }
 
     /// Gives idle memory back: idle pool buffers first (cheaper to remake

@@ -136,28 +136,17 @@ fn synthesize_partition(shared: &Arc<Shared>, task: PartitionTask) {
         Err(e) => return fail(shared, &job, e),
     };
     job.add_srs_load(t_srs.elapsed());
-    let Some(buffer) = block_on_abortable(shared.pool.checkout_async(footprint.buffer_request_bytes()), abort, || {}) else {
+    let waiting_since = Instant::now();
+    let relieve = || shared.srs.relieve(Some(&job.srs.id), waiting_since.elapsed());
+    let Some(buffer) = block_on_abortable(shared.pool.checkout_async(footprint.buffer_request_bytes()), abort, relieve) else {
         return;
     };
     let buffer = match buffer {
         Ok(b) => b,
         Err(e) => return fail(shared, &job, format!("partition {index}: no buffer: {e}")),
     };
-    let waiting_since = Instant::now();
     let reserve = shared.budget.reserve(footprint.work_bytes(), MemoryClass::Synthesis);
-    let evict_when_stuck = || {
-        // Idle parameters go at once; idle pool buffers (costly to remake
-        // when page-locked) only after a while without progress.
-        let snap = shared.budget.snapshot();
-        let short = snap.waiting_bytes.saturating_sub(snap.available);
-        if short > 0 {
-            let freed = shared.srs.evict_idle_srs(short, Some(&job.srs.id));
-            if freed < short && waiting_since.elapsed() > std::time::Duration::from_millis(500) {
-                shared.pool.release_idle(short - freed);
-            }
-        }
-    };
-    let work = match block_on_abortable(reserve, abort, evict_when_stuck) {
+    let work = match block_on_abortable(reserve, abort, relieve) {
         None => return,
         Some(Ok(r)) => r,
         Some(Err(e)) => return fail(shared, &job, format!("partition {index}: {e}")),

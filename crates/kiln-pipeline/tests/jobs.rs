@@ -205,3 +205,32 @@ async fn shutdown_drains_within_grace_then_cancels_the_rest() {
     assert_eq!(err, SubmitError::ShuttingDown);
     assert!(is_idle(&engine.status()), "{:#?}", engine.status());
 }
+
+#[test]
+fn parameters_are_generated_on_demand_and_then_the_job_is_sized() {
+    let srs = ensure_params(10); // the same shape: the same file size
+    let dir = tempfile::tempdir().unwrap();
+    let job = |seed| Arc::new(kiln_pipeline::synthetic::SyntheticJob::new(KIND, 10, INPUTS, 1, dir.path()).with_seed(seed));
+    // Too small for a partition: refused once the parameters exist.
+    let engine = Engine::start(config(srs + (100 << 10)), vec![]).unwrap();
+    let sub = engine.submit(JobRequest::new("later-refused", Priority::Normal, job(1))).unwrap();
+    match engine.wait_blocking(&sub.job_id, Some(Duration::from_secs(60))) {
+        JobOutcome::Failed(m) => assert!(m.contains("job refused") && m.contains("memory budget"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(job(1).srs().path.exists(), "the parameters were generated");
+    assert_idle(&engine);
+    // Now that they exist, the same job is refused at submission.
+    assert!(matches!(engine.submit(JobRequest::new("now-refused", Priority::Normal, job(2))), Err(SubmitError::TooLarge(_))));
+    // With room, the generated parameters prove.
+    let engine = Engine::start(config(256 * MIB), vec![]).unwrap();
+    let ok = job(3);
+    engine.submit(JobRequest::new("ok", Priority::Normal, ok.clone())).unwrap();
+    match engine.wait_blocking("ok", Some(Duration::from_secs(60))) {
+        JobOutcome::Completed { proof, timings } => {
+            assert_valid_proofs(&ok, &proof);
+            assert!(timings.srs_load > Duration::ZERO);
+        }
+        other => panic!("{other:?}"),
+    }
+}

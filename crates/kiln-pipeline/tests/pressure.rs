@@ -214,3 +214,30 @@ fn a_critical_job_overtakes_a_saturated_engine_and_meets_its_deadline() {
     }
     assert_idle(&engine);
 }
+
+#[test]
+fn jobs_of_different_shapes_share_a_budget_that_fits_one_shape_at_a_time() {
+    let srs10 = ensure_params(10);
+    let srs12 = ensure_params(12);
+    let probe = config(u64::MAX / 4);
+    let (part10, part12) = (footprint(10, &probe).total(), footprint(12, &probe).total());
+    // One 2^12 partition with its parameters fits; adding the 2^10
+    // parameters and a 2^10 partition does not: idle parameters and idle
+    // pool buffers of one shape must be evicted for the other.
+    let budget = srs12 + part12 + (64 << 10);
+    assert!(srs12 + part12 + srs10 + part10 > budget);
+    let engine = Engine::start(config(budget), vec![]).unwrap();
+    let jobs: Vec<_> =
+        [12, 10, 12, 10].into_iter().enumerate().map(|(k, log)| (format!("shape-{k}"), synthetic(log, 2, k as u64))).collect();
+    for (id, job) in &jobs {
+        engine.submit(JobRequest::new(id.clone(), Priority::Normal, job.clone())).unwrap();
+    }
+    for (id, job) in &jobs {
+        match engine.wait_blocking(id, Some(Duration::from_secs(90))) {
+            JobOutcome::Completed { proof, .. } => assert_valid_proofs(job, &proof),
+            other => panic!("{id}: {other:?}; status {:#?}", engine.status()),
+        }
+    }
+    assert_idle(&engine);
+    assert!(engine.status().budget.peak_reserved <= budget);
+}
