@@ -15,10 +15,16 @@ const C: MemoryClass = MemoryClass::Synthesis;
 fn uncontended(c: &mut Criterion) {
     let budget = MemoryBudget::new(1 << 40);
     let mut g = c.benchmark_group("uncontended");
-    g.bench_function("try_reserve+drop", |b| b.iter(|| budget.try_reserve(4096, C).unwrap()));
-    g.bench_function("reserve_blocking+drop", |b| b.iter(|| budget.reserve_blocking(4096, C).unwrap()));
+    g.bench_function("try_reserve+drop", |b| {
+        b.iter(|| budget.try_reserve(4096, C).unwrap())
+    });
+    g.bench_function("reserve_blocking+drop", |b| {
+        b.iter(|| budget.reserve_blocking(4096, C).unwrap())
+    });
     g.bench_function("reserve(async, ready)+drop", |b| {
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         b.iter(|| rt.block_on(budget.reserve(4096, C)).unwrap())
     });
     g.bench_function("shrink+split", |b| {
@@ -30,7 +36,9 @@ fn uncontended(c: &mut Criterion) {
     });
     let pool = PinnedPool::pageable(&budget, 64 << 20);
     drop(pool.checkout(1 << 20).unwrap());
-    g.bench_function("pool checkout+return (recycled 1 MiB)", |b| b.iter(|| pool.checkout(1 << 20).unwrap()));
+    g.bench_function("pool checkout+return (recycled 1 MiB)", |b| {
+        b.iter(|| pool.checkout(1 << 20).unwrap())
+    });
     g.finish();
 }
 
@@ -51,8 +59,12 @@ fn contended(c: &mut Criterion) {
         })
         .collect();
     let mut g = c.benchmark_group("contended (2 threads churning)");
-    g.bench_function("try_reserve+drop", |b| b.iter(|| budget.try_reserve(4096, C).unwrap()));
-    g.bench_function("reserve_blocking+drop", |b| b.iter(|| budget.reserve_blocking(4096, C).unwrap()));
+    g.bench_function("try_reserve+drop", |b| {
+        b.iter(|| budget.try_reserve(4096, C).unwrap())
+    });
+    g.bench_function("reserve_blocking+drop", |b| {
+        b.iter(|| budget.reserve_blocking(4096, C).unwrap())
+    });
     g.finish();
     stop.store(true, Ordering::Relaxed);
     noise.into_iter().for_each(|t| t.join().unwrap());
@@ -68,19 +80,24 @@ fn handoff(c: &mut Criterion) {
         let (budget, stop) = (budget.clone(), stop.clone());
         thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
-                let r = budget.reserve_blocking(1 << 20, MemoryClass::Other).unwrap();
+                let r = budget
+                    .reserve_blocking(1 << 20, MemoryClass::Other)
+                    .unwrap();
                 thread::yield_now();
                 drop(r);
             }
         })
     };
-    c.bench_function("handoff: reserve_blocking of the whole budget, waiting for the other thread", |b| {
-        b.iter(|| {
-            let r = budget.reserve_blocking(1 << 20, C).unwrap();
-            thread::yield_now();
-            r
-        })
-    });
+    c.bench_function(
+        "handoff: reserve_blocking of the whole budget, waiting for the other thread",
+        |b| {
+            b.iter(|| {
+                let r = budget.reserve_blocking(1 << 20, C).unwrap();
+                thread::yield_now();
+                r
+            })
+        },
+    );
     stop.store(true, Ordering::Relaxed);
     partner.join().unwrap();
 }

@@ -73,11 +73,16 @@ struct Block {
 }
 
 fn allocate(budget: &MemoryBudget, bytes: usize) -> Block {
-    let reservation = budget.reserve_blocking(bytes as u64, MemoryClass::Synthesis).expect("fits the budget");
+    let reservation = budget
+        .reserve_blocking(bytes as u64, MemoryClass::Synthesis)
+        .expect("fits the budget");
     let mut data = Vec::<u8>::with_capacity(bytes);
     // Write every page, as synthesis does, so it is resident.
     data.resize(bytes, 1);
-    Block { data, _reservation: reservation }
+    Block {
+        data,
+        _reservation: reservation,
+    }
 }
 
 fn round(budget: &MemoryBudget, rng: &mut Rng, survivors: &mut Vec<Block>) {
@@ -115,8 +120,14 @@ struct Samples {
 
 fn main() {
     let trim = std::env::args().any(|a| a == "--trim");
-    let threads: usize = std::env::var("CHURN_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(8);
-    let rounds: usize = std::env::var("CHURN_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(12);
+    let threads: usize = std::env::var("CHURN_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8);
+    let rounds: usize = std::env::var("CHURN_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12);
     let budget = MemoryBudget::new(12 << 30);
     let baseline = resident_set_bytes().expect("/proc/self/statm");
 
@@ -151,7 +162,9 @@ fn main() {
         .map(|id| {
             let (budget, quiet, done) = (budget.clone(), quiet.clone(), done.clone());
             thread::spawn(move || {
-                let mut rng = Rng(0x2545_F491_4F6C_DD1D ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                let mut rng = Rng(
+                    0x2545_F491_4F6C_DD1D ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                );
                 let mut survivors = Vec::new();
                 for _ in 0..rounds {
                     round(&budget, &mut rng, &mut survivors);

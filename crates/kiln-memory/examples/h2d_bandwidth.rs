@@ -30,7 +30,10 @@ struct Args {
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut args = Args { reps: 10, sizes: vec![256 * MIB, 1024 * MIB, 4096 * MIB] };
+    let mut args = Args {
+        reps: 10,
+        sizes: vec![256 * MIB, 1024 * MIB, 4096 * MIB],
+    };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let value = it.next().ok_or(format!("{flag} needs a value"))?;
@@ -39,7 +42,12 @@ fn parse_args() -> Result<Args, String> {
             "--sizes-mib" => {
                 args.sizes = value
                     .split(',')
-                    .map(|s| s.trim().parse::<usize>().map(|m| m * MIB).map_err(|e| format!("--sizes-mib: {e}")))
+                    .map(|s| {
+                        s.trim()
+                            .parse::<usize>()
+                            .map(|m| m * MIB)
+                            .map_err(|e| format!("--sizes-mib: {e}"))
+                    })
                     .collect::<Result<_, _>>()?
             }
             _ => return Err(format!("unknown argument {flag}")),
@@ -57,7 +65,12 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// Median GB/s (10^9 bytes/s) of copying `src` into `dst`.
-fn measure(stream: &Arc<CudaStream>, src: &[u8], dst: &mut CudaSlice<u8>, reps: usize) -> Result<f64, String> {
+fn measure(
+    stream: &Arc<CudaStream>,
+    src: &[u8],
+    dst: &mut CudaSlice<u8>,
+    reps: usize,
+) -> Result<f64, String> {
     let mut copy = || -> Result<f64, String> {
         let started = Instant::now();
         stream.memcpy_htod(src, dst).map_err(|e| e.to_string())?;
@@ -78,7 +91,11 @@ fn run(args: Args) -> Result<(), String> {
     // Room for the largest pinned buffer; the budget is only the pool's here.
     let budget = MemoryBudget::new(2 * largest_class);
     let pool = PinnedPool::new(&budget, largest_class);
-    println!("device: {name}; pool page-locked: {}; {} timed copies per cell (median)", pool.is_page_locked(), args.reps);
+    println!(
+        "device: {name}; pool page-locked: {}; {} timed copies per cell (median)",
+        pool.is_page_locked(),
+        args.reps
+    );
     println!();
     println!("| size | pinned pool GB/s | Vec GB/s | pinned / Vec |");
     println!("| --- | --- | --- | --- |");
@@ -101,7 +118,10 @@ fn run(args: Args) -> Result<(), String> {
         };
         let ratio = pinned_gbps / vec_gbps;
         met &= pinned_gbps >= TARGET_GBPS && ratio >= TARGET_RATIO;
-        println!("| {} MiB | {pinned_gbps:.1} | {vec_gbps:.1} | {ratio:.1}x |", size / MIB);
+        println!(
+            "| {} MiB | {pinned_gbps:.1} | {vec_gbps:.1} | {ratio:.1}x |",
+            size / MIB
+        );
     }
     println!();
     println!(

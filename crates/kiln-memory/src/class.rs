@@ -79,7 +79,14 @@ pub struct ClassBytes {
 impl ClassBytes {
     pub(crate) fn from_array(bytes: [u64; MemoryClass::COUNT]) -> Self {
         let [srs, pinned_in_use, pinned_idle, synthesis, gpu_staging, other] = bytes;
-        ClassBytes { srs, pinned_in_use, pinned_idle, synthesis, gpu_staging, other }
+        ClassBytes {
+            srs,
+            pinned_in_use,
+            pinned_idle,
+            synthesis,
+            gpu_staging,
+            other,
+        }
     }
 
     /// The bytes of one class.

@@ -52,7 +52,10 @@ mod tests {
         }
         std::hint::black_box(&v);
         let during = resident_set_bytes().unwrap();
-        assert!(during >= before + (48 << 20), "before {before} during {during}");
+        assert!(
+            during >= before + (48 << 20),
+            "before {before} during {during}"
+        );
         drop(v);
         trim_heap();
     }

@@ -23,7 +23,8 @@ pub struct HostMemory {
 impl HostMemory {
     /// The smaller of `mem_total` and `cgroup_limit`.
     pub fn limit(&self) -> u64 {
-        self.cgroup_limit.map_or(self.mem_total, |c| c.min(self.mem_total))
+        self.cgroup_limit
+            .map_or(self.mem_total, |c| c.min(self.mem_total))
     }
 
     /// [`limit`](Self::limit) minus `margin_bytes` (zero if the margin is larger).
@@ -55,13 +56,19 @@ pub(crate) fn detect_host_memory() -> Result<HostMemory, DetectError> {
 /// Detection with every path under `root`, so tests can lay out a fake host.
 pub(crate) fn detect_under(root: &Path) -> Result<HostMemory, DetectError> {
     let meminfo = root.join("proc/meminfo");
-    let text = std::fs::read_to_string(&meminfo).map_err(|source| DetectError::Read { path: meminfo.clone(), source })?;
+    let text = std::fs::read_to_string(&meminfo).map_err(|source| DetectError::Read {
+        path: meminfo.clone(),
+        source,
+    })?;
     let mem_total = parse_mem_total(&text).ok_or(DetectError::NoMemTotal(meminfo))?;
     // No /proc/self/cgroup (not Linux-like, or a sandbox): no cgroup limit.
     let cgroup_limit = std::fs::read_to_string(root.join("proc/self/cgroup"))
         .ok()
         .and_then(|cgroups| cgroup_limit_under(root, &cgroups));
-    Ok(HostMemory { mem_total, cgroup_limit })
+    Ok(HostMemory {
+        mem_total,
+        cgroup_limit,
+    })
 }
 
 fn parse_mem_total(meminfo: &str) -> Option<u64> {
@@ -84,7 +91,9 @@ fn cgroup_limit_under(root: &Path, proc_self_cgroup: &str) -> Option<u64> {
     let mut tightest: Option<u64> = None;
     for line in proc_self_cgroup.lines() {
         let mut fields = line.splitn(3, ':');
-        let (Some(id), Some(controllers), Some(path)) = (fields.next(), fields.next(), fields.next()) else {
+        let (Some(id), Some(controllers), Some(path)) =
+            (fields.next(), fields.next(), fields.next())
+        else {
             continue;
         };
         let (mount, file) = if id == "0" && controllers.is_empty() {
@@ -160,13 +169,25 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let r = root.path();
         write(r, "proc/meminfo", MEMINFO);
-        write(r, "proc/self/cgroup", "5:cpu,cpuacct:/x\n4:memory:/docker/abc\n0::/\n");
+        write(
+            r,
+            "proc/self/cgroup",
+            "5:cpu,cpuacct:/x\n4:memory:/docker/abc\n0::/\n",
+        );
         // The container sees its own cgroup at the mount root, not /docker/abc.
-        write(r, "sys/fs/cgroup/memory/memory.limit_in_bytes", "4294967296\n");
+        write(
+            r,
+            "sys/fs/cgroup/memory/memory.limit_in_bytes",
+            "4294967296\n",
+        );
         write(r, "sys/fs/cgroup/unified/memory.max", "max\n");
         assert_eq!(detect_under(r).unwrap().cgroup_limit, Some(4 << 30));
 
-        write(r, "sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");
+        write(
+            r,
+            "sys/fs/cgroup/memory/memory.limit_in_bytes",
+            "9223372036854771712\n",
+        );
         let host = detect_under(r).unwrap();
         assert_eq!(host.cgroup_limit, None);
         assert_eq!(host.limit(), 24683584 * 1024);
@@ -174,7 +195,10 @@ mod tests {
 
     #[test]
     fn cgroup_larger_than_mem_total_does_not_raise_the_limit() {
-        let host = HostMemory { mem_total: 10, cgroup_limit: Some(20) };
+        let host = HostMemory {
+            mem_total: 10,
+            cgroup_limit: Some(20),
+        };
         assert_eq!(host.limit(), 10);
     }
 

@@ -22,7 +22,9 @@ use state::BudgetState;
 pub enum BudgetError {
     /// The request is larger than the whole budget: it could never be granted,
     /// so it fails at once instead of waiting forever.
-    #[error("a reservation of {requested} bytes can never fit in the memory budget of {total} bytes")]
+    #[error(
+        "a reservation of {requested} bytes can never fit in the memory budget of {total} bytes"
+    )]
     Exceeds {
         /// Bytes asked for.
         requested: u64,
@@ -97,7 +99,11 @@ impl BudgetInner {
         let evictor = self.evictor.lock().clone();
         if let Some(evictor) = evictor {
             let freed = evictor.evict(wanted_bytes);
-            tracing::debug!(wanted_bytes, freed, "memory budget asked its evictor for memory");
+            tracing::debug!(
+                wanted_bytes,
+                freed,
+                "memory budget asked its evictor for memory"
+            );
         }
     }
 }
@@ -131,7 +137,9 @@ pub struct MemoryBudget {
 
 impl std::fmt::Debug for MemoryBudget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("MemoryBudget").field(&self.snapshot()).finish()
+        f.debug_tuple("MemoryBudget")
+            .field(&self.snapshot())
+            .finish()
     }
 }
 
@@ -169,7 +177,10 @@ impl MemoryBudget {
 
     /// The budget a daemon config describes: `explicit_total` when set (it
     /// always wins over detection), else [`auto`](Self::auto) with `margin_bytes`.
-    pub fn from_config(explicit_total: Option<u64>, margin_bytes: u64) -> Result<Self, DetectError> {
+    pub fn from_config(
+        explicit_total: Option<u64>,
+        margin_bytes: u64,
+    ) -> Result<Self, DetectError> {
         match explicit_total {
             Some(total) => {
                 tracing::info!(total, "memory budget set explicitly");
@@ -201,13 +212,21 @@ impl MemoryBudget {
 
     /// [`reserve`](Self::reserve) for plain threads (rayon, synthesis workers):
     /// parks the thread in the same FIFO queue as the async callers.
-    pub fn reserve_blocking(&self, bytes: u64, class: MemoryClass) -> Result<MemoryReservation, BudgetError> {
+    pub fn reserve_blocking(
+        &self,
+        bytes: u64,
+        class: MemoryClass,
+    ) -> Result<MemoryReservation, BudgetError> {
         crate::block_on::block_on(self.reserve(bytes, class))
     }
 
     /// Reserves `bytes` only if that needs no waiting: they are free now and
     /// no one is queued (a queued request comes first).
-    pub fn try_reserve(&self, bytes: u64, class: MemoryClass) -> Result<MemoryReservation, BudgetError> {
+    pub fn try_reserve(
+        &self,
+        bytes: u64,
+        class: MemoryClass,
+    ) -> Result<MemoryReservation, BudgetError> {
         self.check_fits_ever(bytes)?;
         self.inner.with_state(|s, _| {
             if s.try_take(bytes, class) {
@@ -227,7 +246,10 @@ impl MemoryBudget {
     /// refuse a job larger than the budget before it starts.
     pub fn check_fits_ever(&self, bytes: u64) -> Result<(), BudgetError> {
         if bytes > self.inner.total {
-            Err(BudgetError::Exceeds { requested: bytes, total: self.inner.total })
+            Err(BudgetError::Exceeds {
+                requested: bytes,
+                total: self.inner.total,
+            })
         } else {
             Ok(())
         }

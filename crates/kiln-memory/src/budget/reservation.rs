@@ -28,7 +28,11 @@ pub struct MemoryReservation {
 
 impl MemoryReservation {
     pub(crate) fn new(budget: Arc<BudgetInner>, bytes: u64, class: MemoryClass) -> Self {
-        MemoryReservation { budget, bytes, class }
+        MemoryReservation {
+            budget,
+            bytes,
+            class,
+        }
     }
 
     /// Bytes held.
@@ -47,13 +51,18 @@ impl MemoryReservation {
     /// # Panics
     /// If `bytes` is more than this reservation holds.
     pub fn shrink(&mut self, bytes: u64) {
-        assert!(bytes <= self.bytes, "shrink by {bytes} bytes, but the reservation holds {}", self.bytes);
+        assert!(
+            bytes <= self.bytes,
+            "shrink by {bytes} bytes, but the reservation holds {}",
+            self.bytes
+        );
         if bytes == 0 {
             return;
         }
         self.bytes -= bytes;
         let class = self.class;
-        self.budget.with_state(|s, wake| s.release(bytes, class, wake));
+        self.budget
+            .with_state(|s, wake| s.release(bytes, class, wake));
     }
 
     /// Moves `bytes` of this reservation into a new one of the same class
@@ -62,7 +71,11 @@ impl MemoryReservation {
     /// # Panics
     /// If `bytes` is more than this reservation holds.
     pub fn split(&mut self, bytes: u64) -> MemoryReservation {
-        assert!(bytes <= self.bytes, "split off {bytes} bytes, but the reservation holds {}", self.bytes);
+        assert!(
+            bytes <= self.bytes,
+            "split off {bytes} bytes, but the reservation holds {}",
+            self.bytes
+        );
         self.bytes -= bytes;
         MemoryReservation::new(self.budget.clone(), bytes, self.class)
     }
@@ -72,7 +85,8 @@ impl MemoryReservation {
     pub fn reclassify(&mut self, class: MemoryClass) {
         if class != self.class {
             let (bytes, from) = (self.bytes, self.class);
-            self.budget.with_state(|s, _| s.reclassify(bytes, from, class));
+            self.budget
+                .with_state(|s, _| s.reclassify(bytes, from, class));
             self.class = class;
         }
     }
@@ -84,7 +98,11 @@ impl MemoryReservation {
         // Take the bytes out so dropping `self` releases nothing.
         let bytes = std::mem::take(&mut self.bytes);
         self.budget.with_state(|s, _| s.add_permanent(bytes));
-        PermanentReservation { budget: self.budget.clone(), bytes, class: self.class }
+        PermanentReservation {
+            budget: self.budget.clone(),
+            bytes,
+            class: self.class,
+        }
     }
 }
 
@@ -92,14 +110,18 @@ impl Drop for MemoryReservation {
     fn drop(&mut self) {
         if self.bytes > 0 {
             let (bytes, class) = (self.bytes, self.class);
-            self.budget.with_state(|s, wake| s.release(bytes, class, wake));
+            self.budget
+                .with_state(|s, wake| s.release(bytes, class, wake));
         }
     }
 }
 
 impl std::fmt::Debug for MemoryReservation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MemoryReservation").field("bytes", &self.bytes).field("class", &self.class).finish()
+        f.debug_struct("MemoryReservation")
+            .field("bytes", &self.bytes)
+            .field("class", &self.class)
+            .finish()
     }
 }
 
@@ -148,6 +170,9 @@ impl Drop for PermanentReservation {
 
 impl std::fmt::Debug for PermanentReservation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PermanentReservation").field("bytes", &self.bytes).field("class", &self.class).finish()
+        f.debug_struct("PermanentReservation")
+            .field("bytes", &self.bytes)
+            .field("class", &self.class)
+            .finish()
     }
 }

@@ -32,7 +32,12 @@ pub struct Reserve {
 
 impl Reserve {
     pub(super) fn new(budget: MemoryBudget, bytes: u64, class: MemoryClass) -> Self {
-        Reserve { budget, bytes, class, stage: Stage::Start }
+        Reserve {
+            budget,
+            bytes,
+            class,
+            stage: Stage::Start,
+        }
     }
 
     /// Bytes this future asks for.
@@ -42,7 +47,11 @@ impl Reserve {
 
     fn granted(&mut self) -> Poll<Result<MemoryReservation, BudgetError>> {
         self.stage = Stage::Done;
-        Poll::Ready(Ok(MemoryReservation::new(self.budget.inner().clone(), self.bytes, self.class)))
+        Poll::Ready(Ok(MemoryReservation::new(
+            self.budget.inner().clone(),
+            self.bytes,
+            self.class,
+        )))
     }
 }
 
@@ -67,7 +76,8 @@ impl Future for Reserve {
                     if s.try_take(this.bytes, this.class) {
                         FirstPoll::Taken
                     } else {
-                        let (ticket, shortfall) = s.enqueue(this.bytes, this.class, cx.waker().clone());
+                        let (ticket, shortfall) =
+                            s.enqueue(this.bytes, this.class, cx.waker().clone());
                         FirstPoll::Queued(ticket, shortfall)
                     }
                 });
@@ -109,7 +119,9 @@ impl Drop for Reserve {
     fn drop(&mut self) {
         if let Stage::Queued(ticket) = self.stage {
             let (bytes, class) = (self.bytes, self.class);
-            self.budget.inner().with_state(|s, wake| s.cancel(ticket, bytes, class, wake));
+            self.budget
+                .inner()
+                .with_state(|s, wake| s.cancel(ticket, bytes, class, wake));
         }
     }
 }

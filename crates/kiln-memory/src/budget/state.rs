@@ -70,10 +70,20 @@ impl BudgetState {
 
     /// Queues a request; returns its ticket and how many bytes must be freed
     /// before it (and everything queued before it) can be granted.
-    pub(crate) fn enqueue(&mut self, bytes: u64, class: MemoryClass, waker: Waker) -> (Ticket, u64) {
+    pub(crate) fn enqueue(
+        &mut self,
+        bytes: u64,
+        class: MemoryClass,
+        waker: Waker,
+    ) -> (Ticket, u64) {
         let ticket = self.next_ticket;
         self.next_ticket += 1;
-        self.queue.push_back(Waiter { ticket, bytes, class, waker: Some(waker) });
+        self.queue.push_back(Waiter {
+            ticket,
+            bytes,
+            class,
+            waker: Some(waker),
+        });
         self.waiting_bytes += bytes;
         let shortfall = (self.reserved + self.waiting_bytes).saturating_sub(self.total);
         (ticket, shortfall)
@@ -100,7 +110,13 @@ impl BudgetState {
     }
 
     /// A waiting future went away: give back whatever it had or held up.
-    pub(crate) fn cancel(&mut self, ticket: Ticket, bytes: u64, class: MemoryClass, wake: &mut Vec<Waker>) {
+    pub(crate) fn cancel(
+        &mut self,
+        ticket: Ticket,
+        bytes: u64,
+        class: MemoryClass,
+        wake: &mut Vec<Waker>,
+    ) {
         if self.claim(ticket) {
             self.release(bytes, class, wake);
         } else if let Some(i) = self.queue.iter().position(|w| w.ticket == ticket) {
@@ -201,7 +217,10 @@ mod tests {
         assert_eq!(wake.len(), 1);
         assert!(s.claim(small));
         let snap = s.snapshot();
-        assert_eq!((snap.reserved, snap.waiting_reservations, snap.waiting_bytes), (80, 0, 0));
+        assert_eq!(
+            (snap.reserved, snap.waiting_reservations, snap.waiting_bytes),
+            (80, 0, 0)
+        );
     }
 
     #[test]
@@ -214,6 +233,13 @@ mod tests {
         assert_eq!(s.snapshot().reserved_by_class.synthesis, 70);
         s.cancel(t, 70, MemoryClass::Synthesis, &mut wake);
         let snap = s.snapshot();
-        assert_eq!((snap.reserved, snap.reserved_by_class.sum(), snap.peak_reserved), (0, 0, 100));
+        assert_eq!(
+            (
+                snap.reserved,
+                snap.reserved_by_class.sum(),
+                snap.peak_reserved
+            ),
+            (0, 0, 100)
+        );
     }
 }

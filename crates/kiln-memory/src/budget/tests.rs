@@ -45,14 +45,20 @@ const C: MemoryClass = MemoryClass::Other;
 fn too_large_fails_at_once_everywhere() {
     let budget = MemoryBudget::new(100);
     let _all = budget.try_reserve(100, C).unwrap();
-    let expected = BudgetError::Exceeds { requested: 101, total: 100 };
+    let expected = BudgetError::Exceeds {
+        requested: 101,
+        total: 100,
+    };
     assert_eq!(budget.try_reserve(101, C).unwrap_err(), expected);
     assert_eq!(budget.reserve_blocking(101, C).unwrap_err(), expected);
     match poll_once(&mut budget.reserve(101, C), Waker::noop()) {
         Poll::Ready(Err(e)) => assert_eq!(e, expected),
         _ => panic!("a too-large request must fail on its first poll"),
     }
-    assert!(expected.to_string().contains("101 bytes can never fit"), "{expected}");
+    assert!(
+        expected.to_string().contains("101 bytes can never fit"),
+        "{expected}"
+    );
     assert_eq!(budget.snapshot().waiting_reservations, 0);
 }
 
@@ -65,7 +71,10 @@ fn small_request_never_overtakes_a_waiting_large_one() {
     let mut small = budget.reserve(10, C);
     // 30 bytes are free, the small one would fit, but the large one is first.
     assert!(pending(&mut small));
-    assert!(matches!(budget.try_reserve(10, C), Err(BudgetError::Unavailable { waiting: 2, .. })));
+    assert!(matches!(
+        budget.try_reserve(10, C),
+        Err(BudgetError::Unavailable { waiting: 2, .. })
+    ));
     let snap = budget.snapshot();
     assert_eq!((snap.waiting_reservations, snap.waiting_bytes), (2, 60));
 
@@ -88,11 +97,20 @@ fn waiters_are_woken_in_order_and_only_when_granted() {
     for (f, w) in futs.iter_mut().zip(&wakers) {
         assert!(poll_once(f, &Waker::from(w.clone())).is_pending());
     }
-    let woken = || wakers.iter().map(|w| w.0.load(Ordering::SeqCst)).collect::<Vec<_>>();
+    let woken = || {
+        wakers
+            .iter()
+            .map(|w| w.0.load(Ordering::SeqCst))
+            .collect::<Vec<_>>()
+    };
     held.shrink(30);
     assert_eq!(woken(), [1, 0, 0]);
     held.shrink(50);
-    assert_eq!(woken(), [1, 1, 0], "60 free: the second fits, not yet the third");
+    assert_eq!(
+        woken(),
+        [1, 1, 0],
+        "60 free: the second fits, not yet the third"
+    );
     held.shrink(20);
     assert_eq!(woken(), [1, 1, 1]);
     let got: Vec<_> = futs.iter_mut().map(ready).collect();
@@ -122,7 +140,14 @@ fn dropping_a_granted_but_unclaimed_future_returns_its_bytes() {
     assert_eq!(budget.snapshot().reserved, 40, "granted at release time");
     drop(waiting);
     let snap = budget.snapshot();
-    assert_eq!((snap.reserved, snap.waiting_reservations, snap.reserved_by_class.sum()), (0, 0, 0));
+    assert_eq!(
+        (
+            snap.reserved,
+            snap.waiting_reservations,
+            snap.reserved_by_class.sum()
+        ),
+        (0, 0, 0)
+    );
 }
 
 #[test]
@@ -157,7 +182,10 @@ fn evictor_is_asked_for_the_shortfall_and_its_release_serves_the_waiter() {
     });
     budget.set_evictor(cache.clone());
     let _fits = budget.try_reserve(10, C).unwrap();
-    assert!(cache.asked.lock().unwrap().is_empty(), "no wait, no eviction");
+    assert!(
+        cache.asked.lock().unwrap().is_empty(),
+        "no wait, no eviction"
+    );
     // 20 free, 50 wanted: shortfall 30. The cache drops its 70 inside evict.
     let mut fut = budget.reserve(50, C);
     assert_eq!(ready(&mut fut).bytes(), 50);
@@ -175,19 +203,35 @@ fn shrink_split_reclassify_and_permanent_keep_the_counters_exact() {
     r.shrink(100);
     let snap = budget.snapshot();
     assert_eq!(snap.reserved, 500);
-    assert_eq!((snap.reserved_by_class.synthesis, snap.reserved_by_class.gpu_staging), (300, 200));
+    assert_eq!(
+        (
+            snap.reserved_by_class.synthesis,
+            snap.reserved_by_class.gpu_staging
+        ),
+        (300, 200)
+    );
     assert_eq!(snap.peak_reserved, 600);
 
-    let srs = budget.try_reserve(400, MemoryClass::Srs).unwrap().into_permanent();
+    let srs = budget
+        .try_reserve(400, MemoryClass::Srs)
+        .unwrap()
+        .into_permanent();
     assert_eq!(budget.snapshot().permanent, 400);
     srs.release();
     let snap = budget.snapshot();
     assert_eq!((snap.permanent, snap.reserved), (0, 500));
 
-    budget.try_reserve(100, MemoryClass::Srs).unwrap().into_permanent().leak();
+    budget
+        .try_reserve(100, MemoryClass::Srs)
+        .unwrap()
+        .into_permanent()
+        .leak();
     drop((r, part));
     let snap = budget.snapshot();
-    assert_eq!((snap.reserved, snap.permanent, snap.reserved_by_class.srs), (100, 100, 100));
+    assert_eq!(
+        (snap.reserved, snap.permanent, snap.reserved_by_class.srs),
+        (100, 100, 100)
+    );
     budget.reset_peak();
     assert_eq!(budget.snapshot().peak_reserved, 100);
 }
@@ -203,7 +247,10 @@ fn shrinking_more_than_held_panics() {
 fn blocking_and_async_waiters_share_one_queue() {
     let budget = MemoryBudget::new(100);
     let held = budget.try_reserve(100, C).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
     let b2 = budget.clone();
     let thread = std::thread::spawn(move || b2.reserve_blocking(80, C).map(|r| r.bytes()));
     while budget.snapshot().waiting_reservations < 1 {
@@ -251,7 +298,11 @@ fn hammer(total: u64, threads: usize, tasks: usize, ops: usize, seed: u64) {
                                 held.fetch_sub(r.bytes(), Ordering::SeqCst);
                             }
                             let bytes = 1 + rnd(total / 2);
-                            let r = if blocking { budget.reserve_blocking(bytes, C) } else { budget.reserve(bytes, C).await };
+                            let r = if blocking {
+                                budget.reserve_blocking(bytes, C)
+                            } else {
+                                budget.reserve(bytes, C).await
+                            };
                             let r = r.unwrap();
                             check(&held, r.bytes());
                             mine.push(r);
@@ -272,7 +323,11 @@ fn hammer(total: u64, threads: usize, tasks: usize, ops: usize, seed: u64) {
                             // A reservation abandoned while waiting (bounded, so
                             // it may hold bytes meanwhile).
                             let bytes = 1 + rnd(total);
-                            let _ = tokio::time::timeout(Duration::from_micros(50), budget.reserve(bytes, C)).await;
+                            let _ = tokio::time::timeout(
+                                Duration::from_micros(50),
+                                budget.reserve(bytes, C),
+                            )
+                            .await;
                         }
                         5 => {
                             if let Ok(r) = budget.try_reserve(1 + rnd(total / 4), C) {
@@ -298,7 +353,11 @@ fn hammer(total: u64, threads: usize, tasks: usize, ops: usize, seed: u64) {
             }
         }
     };
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap();
     let handles: Vec<_> = (0..threads as u64)
         .map(|id| {
             let w = work.clone();
@@ -311,7 +370,9 @@ fn hammer(total: u64, threads: usize, tasks: usize, ops: usize, seed: u64) {
         })
         .collect();
     rt.block_on(async {
-        let tasks: Vec<_> = (0..tasks as u64).map(|id| tokio::spawn(work(1000 + id, false))).collect();
+        let tasks: Vec<_> = (0..tasks as u64)
+            .map(|id| tokio::spawn(work(1000 + id, false)))
+            .collect();
         for t in tasks {
             t.await.unwrap();
         }
@@ -320,7 +381,11 @@ fn hammer(total: u64, threads: usize, tasks: usize, ops: usize, seed: u64) {
         h.join().unwrap();
     }
     let snap = budget.snapshot();
-    assert_eq!((snap.reserved, snap.waiting_reservations, snap.waiting_bytes), (0, 0, 0), "{snap:?}");
+    assert_eq!(
+        (snap.reserved, snap.waiting_reservations, snap.waiting_bytes),
+        (0, 0, 0),
+        "{snap:?}"
+    );
     assert!(snap.peak_reserved <= total);
 }
 

@@ -34,7 +34,11 @@ pub struct PinnedBuffer {
 impl PinnedBuffer {
     pub(super) fn new(block: Block, len: usize, pool: Arc<PoolInner>) -> Self {
         debug_assert!(len <= block.alloc.len());
-        PinnedBuffer { block: Some(block), len, pool }
+        PinnedBuffer {
+            block: Some(block),
+            len,
+            pool,
+        }
     }
 
     fn block(&self) -> &Block {
@@ -105,7 +109,10 @@ impl PinnedBuffer {
     /// `MaybeUninit::write`. Safe: nothing is read as a `T`.
     pub fn as_uninit_slice_mut<T>(&mut self) -> &mut [MaybeUninit<T>] {
         let n = self.len / size_of::<T>().max(1);
-        assert!(align_of::<T>() <= super::host_alloc::PAGE, "alignment above a page");
+        assert!(
+            align_of::<T>() <= super::host_alloc::PAGE,
+            "alignment above a page"
+        );
         // SAFETY: the start is page-aligned (>= align_of::<T>), `n` elements fit
         // in `len` bytes, MaybeUninit<T> has no validity requirement, and the
         // borrow of `self` is unique for the slice's lifetime.
@@ -143,9 +150,19 @@ impl PinnedBuffer {
     }
 
     fn check_fits<T>(&self, n: usize) {
-        assert!(align_of::<T>() <= super::host_alloc::PAGE, "alignment above a page");
-        let bytes = n.checked_mul(size_of::<T>()).expect("element count overflows");
-        assert!(bytes <= self.len, "{n} elements of {} bytes exceed the buffer's {} bytes", size_of::<T>(), self.len);
+        assert!(
+            align_of::<T>() <= super::host_alloc::PAGE,
+            "alignment above a page"
+        );
+        let bytes = n
+            .checked_mul(size_of::<T>())
+            .expect("element count overflows");
+        assert!(
+            bytes <= self.len,
+            "{n} elements of {} bytes exceed the buffer's {} bytes",
+            size_of::<T>(),
+            self.len
+        );
     }
 }
 

@@ -37,10 +37,21 @@ enum Step {
 impl Checkout {
     pub(super) fn new(pool: PinnedPool, len: usize) -> Self {
         let class = size_class(len as u64);
-        Checkout { pool, len, class, ticket: None, cap_claimed: false, reserve: None, done: false }
+        Checkout {
+            pool,
+            len,
+            class,
+            ticket: None,
+            cap_claimed: false,
+            reserve: None,
+            done: false,
+        }
     }
 
-    fn finish(&mut self, result: Result<PinnedBuffer, PoolError>) -> Poll<Result<PinnedBuffer, PoolError>> {
+    fn finish(
+        &mut self,
+        result: Result<PinnedBuffer, PoolError>,
+    ) -> Poll<Result<PinnedBuffer, PoolError>> {
         self.done = true;
         // A buffer came back while we were growing: the growth is not needed.
         self.reserve = None;
@@ -73,7 +84,11 @@ impl Checkout {
         }
         let over_cap = (s.committed_bytes + self.class).saturating_sub(inner.max_bytes);
         // Evict idle buffers of other classes only if that makes room.
-        let evicted = if over_cap > 0 && s.idle_bytes() >= over_cap { s.take_idle(over_cap) } else { Vec::new() };
+        let evicted = if over_cap > 0 && s.idle_bytes() >= over_cap {
+            s.take_idle(over_cap)
+        } else {
+            Vec::new()
+        };
         if s.committed_bytes + self.class <= inner.max_bytes {
             s.committed_bytes += self.class;
             self.cap_claimed = true;
@@ -96,7 +111,11 @@ impl Checkout {
                     let need = self.class.saturating_sub(available);
                     let evicted = {
                         let mut s = self.pool.inner.state.lock();
-                        if need > 0 && s.idle_bytes() >= need { s.take_idle(need) } else { Vec::new() }
+                        if need > 0 && s.idle_bytes() >= need {
+                            s.take_idle(need)
+                        } else {
+                            Vec::new()
+                        }
                     };
                     drop(evicted);
                     self.reserve = Some(budget.reserve(self.class, MemoryClass::PinnedInUse));
@@ -116,7 +135,11 @@ impl Checkout {
                 // serves us sooner than the budget might.
                 let got = {
                     let mut s = self.pool.inner.state.lock();
-                    match self.ticket.and_then(|t| s.take_handed(t)).or_else(|| s.take_free(self.class, self.ticket)) {
+                    match self
+                        .ticket
+                        .and_then(|t| s.take_handed(t))
+                        .or_else(|| s.take_free(self.class, self.ticket))
+                    {
                         Some(block) => Some(block),
                         None => {
                             self.ticket = Some(s.register(self.ticket, self.class, cx.waker()));
@@ -136,7 +159,10 @@ impl Checkout {
         }
     }
 
-    fn allocate(&mut self, reservation: MemoryReservation) -> Poll<Result<PinnedBuffer, PoolError>> {
+    fn allocate(
+        &mut self,
+        reservation: MemoryReservation,
+    ) -> Poll<Result<PinnedBuffer, PoolError>> {
         let inner = self.pool.inner.clone();
         // Leave the waiters' queue before the (slow) allocation; if a buffer
         // was handed to us in the meantime, take it instead.
@@ -176,7 +202,11 @@ impl Checkout {
             Err(reason) => {
                 tracing::error!(bytes = self.class, %reason, "pinned pool allocation failed");
                 let kind = inner.allocator.kind();
-                self.finish(Err(PoolError::Alloc { bytes: self.class, kind, reason }))
+                self.finish(Err(PoolError::Alloc {
+                    bytes: self.class,
+                    kind,
+                    reason,
+                }))
             }
         }
     }
@@ -187,11 +217,19 @@ impl Future for Checkout {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        assert!(!this.done, "kiln_memory::Checkout polled after it completed");
+        assert!(
+            !this.done,
+            "kiln_memory::Checkout polled after it completed"
+        );
         let inner = &this.pool.inner;
         if this.class > inner.max_bytes {
-            let (requested, class_bytes, max_bytes) = (this.len as u64, this.class, inner.max_bytes);
-            return this.finish(Err(PoolError::ExceedsPool { requested, class_bytes, max_bytes }));
+            let (requested, class_bytes, max_bytes) =
+                (this.len as u64, this.class, inner.max_bytes);
+            return this.finish(Err(PoolError::ExceedsPool {
+                requested,
+                class_bytes,
+                max_bytes,
+            }));
         }
         if let Err(e) = inner.budget.check_fits_ever(this.class) {
             return this.finish(Err(e.into()));
@@ -199,7 +237,12 @@ impl Future for Checkout {
         let (step, evicted) = this.step(cx.waker());
         if !evicted.is_empty() {
             let bytes: u64 = evicted.iter().map(Block::bytes).sum();
-            tracing::info!(buffers = evicted.len(), bytes, for_class = this.class, "pinned pool freed idle buffers of other sizes");
+            tracing::info!(
+                buffers = evicted.len(),
+                bytes,
+                for_class = this.class,
+                "pinned pool freed idle buffers of other sizes"
+            );
             drop(evicted);
         }
         match step {

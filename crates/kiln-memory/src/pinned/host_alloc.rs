@@ -60,13 +60,17 @@ impl HostAllocator {
     /// and may be read as `&[u8]`; for CUDA memory that costs one memset, paid
     /// once per buffer on the (cold) growth path.
     pub(crate) fn allocate(&self, len: usize) -> Result<HostAllocation, String> {
-        assert!(len > 0 && len % PAGE == 0, "allocation of {len} bytes is not whole pages");
+        assert!(
+            len > 0 && len % PAGE == 0,
+            "allocation of {len} bytes is not whole pages"
+        );
         let ptr = match self {
             HostAllocator::Cuda(ctx) => {
                 ctx.bind_to_thread().map_err(|e| e.to_string())?;
                 // SAFETY: a context is current on this thread; the result is
                 // either an error or a fresh allocation of `len` bytes.
-                let raw = unsafe { cu::malloc_host(len, cusys::CU_MEMHOSTALLOC_PORTABLE) }.map_err(|e| e.to_string())?;
+                let raw = unsafe { cu::malloc_host(len, cusys::CU_MEMHOSTALLOC_PORTABLE) }
+                    .map_err(|e| e.to_string())?;
                 let ptr = NonNull::new(raw.cast::<u8>()).ok_or("cuMemHostAlloc returned null")?;
                 // SAFETY: `ptr` points to `len` writable bytes that nothing else references.
                 unsafe { ptr.as_ptr().write_bytes(0, len) };
@@ -92,7 +96,11 @@ impl HostAllocator {
                 NonNull::new(raw.cast::<u8>()).ok_or("mmap returned null")?
             }
         };
-        Ok(HostAllocation { ptr, len, owner: self.clone() })
+        Ok(HostAllocation {
+            ptr,
+            len,
+            owner: self.clone(),
+        })
     }
 }
 

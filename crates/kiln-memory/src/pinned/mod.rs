@@ -113,7 +113,10 @@ struct PoolState {
 impl PoolState {
     /// A parked buffer of `class`, unless an older waiter of that class is queued.
     fn take_free(&mut self, class: u64, ticket: Option<u64>) -> Option<Block> {
-        let older_waiter = self.waiters.iter().any(|w| w.class == class && ticket.is_none_or(|t| w.ticket < t));
+        let older_waiter = self
+            .waiters
+            .iter()
+            .any(|w| w.class == class && ticket.is_none_or(|t| w.ticket < t));
         if older_waiter {
             return None;
         }
@@ -137,7 +140,10 @@ impl PoolState {
     }
 
     fn idle_bytes(&self) -> u64 {
-        self.free.iter().map(|(class, list)| class * list.len() as u64).sum()
+        self.free
+            .iter()
+            .map(|(class, list)| class * list.len() as u64)
+            .sum()
     }
 
     /// Removes idle buffers, largest first, until `wanted` bytes are taken
@@ -146,7 +152,9 @@ impl PoolState {
         let mut taken = Vec::new();
         let mut bytes = 0;
         while bytes < wanted {
-            let Some(mut largest) = self.free.last_entry() else { break };
+            let Some(mut largest) = self.free.last_entry() else {
+                break;
+            };
             let block = largest.get_mut().pop().expect("free lists are never empty");
             if largest.get().is_empty() {
                 largest.remove();
@@ -173,7 +181,11 @@ impl PoolState {
         }
         let t = self.next_ticket;
         self.next_ticket += 1;
-        self.waiters.push_back(Waiter { ticket: t, class, waker: waker.clone() });
+        self.waiters.push_back(Waiter {
+            ticket: t,
+            class,
+            waker: waker.clone(),
+        });
         t
     }
 
@@ -288,7 +300,11 @@ impl PinnedPool {
     }
 
     /// [`new`](Self::new), then [`preallocate`](Self::preallocate) `sizes`.
-    pub fn with_preallocated(budget: &MemoryBudget, max_bytes: u64, sizes: &[usize]) -> Result<Self, PoolError> {
+    pub fn with_preallocated(
+        budget: &MemoryBudget,
+        max_bytes: u64,
+        sizes: &[usize],
+    ) -> Result<Self, PoolError> {
         let pool = Self::new(budget, max_bytes);
         pool.preallocate(sizes)?;
         Ok(pool)
@@ -310,7 +326,10 @@ impl PinnedPool {
     /// instead of waiting when the cap or the budget is too small.
     pub fn preallocate(&self, sizes: &[usize]) -> Result<(), PoolError> {
         let started = std::time::Instant::now();
-        let buffers = sizes.iter().map(|&s| self.try_checkout(s)).collect::<Result<Vec<_>, _>>()?;
+        let buffers = sizes
+            .iter()
+            .map(|&s| self.try_checkout(s))
+            .collect::<Result<Vec<_>, _>>()?;
         let bytes: usize = buffers.iter().map(PinnedBuffer::capacity).sum();
         drop(buffers);
         tracing::info!(buffers = sizes.len(), bytes, elapsed = ?started.elapsed(), "pinned pool preallocated");
@@ -338,13 +357,15 @@ impl PinnedPool {
         match checkout.as_mut().poll(&mut cx) {
             std::task::Poll::Ready(result) => result,
             // Dropping the pending checkout leaves no trace in either queue.
-            std::task::Poll::Pending => Err(PoolError::WouldWait { requested: bytes as u64 }),
+            std::task::Poll::Pending => Err(PoolError::WouldWait {
+                requested: bytes as u64,
+            }),
         }
     }
 
     /// Frees idle buffers, largest first, until at least `wanted_bytes` are
-    /// freed or none are idle; returns the bytes freed. For an [`Evictor`]
-    /// (crate::Evictor) that wants pinned memory back, or for shutdown.
+    /// freed or none are idle; returns the bytes freed. For an
+    /// [`Evictor`](crate::Evictor) that wants pinned memory back, or for shutdown.
     pub fn release_idle(&self, wanted_bytes: u64) -> u64 {
         let (taken, wake) = {
             let mut s = self.inner.state.lock();

@@ -21,7 +21,11 @@ fn assert_consistent(pool: &PinnedPool, budget: &MemoryBudget) {
     let p = pool.snapshot();
     let b = budget.snapshot().reserved_by_class;
     assert_eq!(b.pinned_in_use, p.pinned_in_use_bytes, "{p:?} {b:?}");
-    assert_eq!(b.pinned_in_use + b.pinned_idle, p.pinned_total_bytes, "{p:?} {b:?}");
+    assert_eq!(
+        b.pinned_in_use + b.pinned_idle,
+        p.pinned_total_bytes,
+        "{p:?} {b:?}"
+    );
     assert_eq!(pool.idle_bytes(), b.pinned_idle);
     assert!(p.pinned_total_bytes <= p.max_bytes);
 }
@@ -39,7 +43,14 @@ fn a_returned_buffer_is_reused_for_its_size_class() {
         assert_consistent(&pool, &budget);
         drop(a);
         let snap = pool.snapshot();
-        assert_eq!((snap.buffers_total, snap.buffers_free, snap.pinned_in_use_bytes), (1, 1, 0));
+        assert_eq!(
+            (
+                snap.buffers_total,
+                snap.buffers_free,
+                snap.pinned_in_use_bytes
+            ),
+            (1, 1, 0)
+        );
         assert_eq!(budget.snapshot().reserved_by_class.pinned_idle, MIB as u64);
         // A slightly smaller request has the same size class: same buffer.
         let b = pool.checkout(MIB - 100).unwrap();
@@ -57,9 +68,14 @@ fn a_returned_buffer_is_reused_for_its_size_class() {
 fn oversized_requests_fail_at_once() {
     let budget = MemoryBudget::new(8 * MIB as u64);
     let pool = PinnedPool::pageable(&budget, 4 * MIB as u64);
-    assert!(matches!(pool.checkout(5 * MIB), Err(PoolError::ExceedsPool { class_bytes, .. }) if class_bytes == 5 * MIB as u64));
+    assert!(
+        matches!(pool.checkout(5 * MIB), Err(PoolError::ExceedsPool { class_bytes, .. }) if class_bytes == 5 * MIB as u64)
+    );
     let big_cap = PinnedPool::pageable(&budget, 64 * MIB as u64);
-    assert!(matches!(big_cap.checkout(9 * MIB), Err(PoolError::Budget(BudgetError::Exceeds { .. }))));
+    assert!(matches!(
+        big_cap.checkout(9 * MIB),
+        Err(PoolError::Budget(BudgetError::Exceeds { .. }))
+    ));
     assert_eq!(budget.snapshot().reserved, 0);
 }
 
@@ -69,8 +85,15 @@ fn at_the_cap_a_checkout_waits_for_a_return_and_gets_that_buffer() {
     let pool = PinnedPool::pageable(&budget, 2 * MIB as u64);
     let first = pool.checkout(2 * MIB).unwrap();
     let ptr = first.as_ptr() as usize;
-    assert!(matches!(pool.try_checkout(2 * MIB), Err(PoolError::WouldWait { .. })));
-    assert_eq!(pool.snapshot().waiting_checkouts, 0, "try_checkout leaves no waiter");
+    assert!(matches!(
+        pool.try_checkout(2 * MIB),
+        Err(PoolError::WouldWait { .. })
+    ));
+    assert_eq!(
+        pool.snapshot().waiting_checkouts,
+        0,
+        "try_checkout leaves no waiter"
+    );
     let p2 = pool.clone();
     let waiter = std::thread::spawn(move || p2.checkout(2 * MIB).map(|b| b.as_ptr() as usize));
     while pool.snapshot().waiting_checkouts == 0 {
@@ -88,10 +111,16 @@ fn a_full_budget_is_waited_for_and_a_returned_buffer_serves_the_waiter() {
     let pool = PinnedPool::pageable(&budget, 64 * MIB as u64);
     let held = pool.checkout(MIB).unwrap();
     let ptr = held.as_ptr();
-    let other = budget.try_reserve(2 * MIB as u64, MemoryClass::Synthesis).unwrap();
+    let other = budget
+        .try_reserve(2 * MIB as u64, MemoryClass::Synthesis)
+        .unwrap();
     let mut growing = pool.checkout_async(MIB);
     assert!(poll_once(&mut growing).is_pending());
-    assert_eq!(budget.snapshot().waiting_reservations, 1, "queued in the budget to grow");
+    assert_eq!(
+        budget.snapshot().waiting_reservations,
+        1,
+        "queued in the budget to grow"
+    );
     drop(held); // handed straight to the waiter, which stops waiting on the budget
     match poll_once(&mut growing) {
         Poll::Ready(Ok(b)) => assert_eq!(b.as_ptr(), ptr),
@@ -110,7 +139,14 @@ fn a_new_size_evicts_idle_buffers_of_other_sizes_when_at_the_cap() {
     assert_eq!(pool.snapshot().buffers_free, 4);
     let big = pool.checkout(3 * MIB).unwrap();
     let snap = pool.snapshot();
-    assert_eq!((snap.buffers_total, snap.buffers_free, snap.pinned_total_bytes), (2, 1, 4 * MIB as u64));
+    assert_eq!(
+        (
+            snap.buffers_total,
+            snap.buffers_free,
+            snap.pinned_total_bytes
+        ),
+        (2, 1, 4 * MIB as u64)
+    );
     drop(big);
     assert_consistent(&pool, &budget);
 }
@@ -118,7 +154,8 @@ fn a_new_size_evicts_idle_buffers_of_other_sizes_when_at_the_cap() {
 #[test]
 fn preallocated_buffers_serve_checkouts_without_growth() {
     let budget = MemoryBudget::new(64 * MIB as u64);
-    let pool = PinnedPool::with_preallocated(&budget, 16 * MIB as u64, &[4 * MIB, 4 * MIB]).unwrap();
+    let pool =
+        PinnedPool::with_preallocated(&budget, 16 * MIB as u64, &[4 * MIB, 4 * MIB]).unwrap();
     let before = pool.snapshot();
     assert_eq!((before.buffers_total, before.buffers_free), (2, 2));
     let a = pool.checkout(4 * MIB).unwrap();
@@ -126,7 +163,11 @@ fn preallocated_buffers_serve_checkouts_without_growth() {
     assert_ne!(a.as_ptr(), b.as_ptr());
     assert_eq!(pool.snapshot().buffers_total, 2);
     assert!(PinnedPool::with_preallocated(&budget, 4 * MIB as u64, &[4 * MIB, 4 * MIB]).is_err());
-    assert_eq!(budget.snapshot().reserved, 8 * MIB as u64, "a failed preallocation keeps nothing");
+    assert_eq!(
+        budget.snapshot().reserved,
+        8 * MIB as u64,
+        "a failed preallocation keeps nothing"
+    );
 }
 
 #[test]
@@ -143,9 +184,18 @@ fn dropping_pending_checkouts_leaks_nothing() {
     drop(never); // cancelled while queued
     drop(held); // handed to `handed_then_dropped`...
     drop(handed_then_dropped); // ...which passes it on to `last`
-    let Poll::Ready(Ok(buf)) = poll_once(&mut last) else { panic!("the passed-on buffer is ready") };
+    let Poll::Ready(Ok(buf)) = poll_once(&mut last) else {
+        panic!("the passed-on buffer is ready")
+    };
     let snap = pool.snapshot();
-    assert_eq!((snap.waiting_checkouts, snap.buffers_total, snap.pinned_in_use_bytes), (0, 1, MIB as u64));
+    assert_eq!(
+        (
+            snap.waiting_checkouts,
+            snap.buffers_total,
+            snap.pinned_in_use_bytes
+        ),
+        (0, 1, MIB as u64)
+    );
     drop((buf, last));
     assert_consistent(&pool, &budget);
 }
@@ -169,7 +219,11 @@ fn typed_views_write_scalars_in_place() {
     // SAFETY: all n scalars were written just above.
     let scalars = unsafe { buf.as_slice_of::<Scalar>(n) };
     assert_eq!(scalars[999], Scalar([999, 0, 0, 1]));
-    assert_eq!(buf.as_pod_slice::<u64>().len(), n * 4, "the 5 trailing bytes are no whole u64");
+    assert_eq!(
+        buf.as_pod_slice::<u64>().len(),
+        n * 4,
+        "the 5 trailing bytes are no whole u64"
+    );
     assert_eq!(buf.as_pod_slice::<u64>()[4 * 7], 7);
     // SAFETY: every bit pattern is a valid Scalar.
     unsafe { buf.as_mut_slice_of::<Scalar>(2)[1] = Scalar([9; 4]) };
@@ -192,17 +246,24 @@ fn typed_view_past_the_end_panics() {
 fn many_threads_share_the_pool_exclusively() {
     let budget = MemoryBudget::new(24 * MIB as u64);
     let pool = PinnedPool::pageable(&budget, 12 * MIB as u64);
-    let _other = budget.try_reserve(8 * MIB as u64, MemoryClass::Synthesis).unwrap();
+    let _other = budget
+        .try_reserve(8 * MIB as u64, MemoryClass::Synthesis)
+        .unwrap();
     let threads: Vec<_> = (0..6u8)
         .map(|id| {
             let pool = pool.clone();
             std::thread::spawn(move || {
                 let sizes = [MIB / 2, MIB, 3 * MIB, 64 << 10];
                 for round in 0..60usize {
-                    let mut buf = pool.checkout(sizes[(round + id as usize) % sizes.len()]).unwrap();
+                    let mut buf = pool
+                        .checkout(sizes[(round + id as usize) % sizes.len()])
+                        .unwrap();
                     buf.as_bytes_mut().fill(id);
                     std::thread::yield_now();
-                    assert!(buf.iter().all(|&b| b == id), "buffer shared between threads");
+                    assert!(
+                        buf.iter().all(|&b| b == id),
+                        "buffer shared between threads"
+                    );
                 }
             })
         })
@@ -220,7 +281,10 @@ fn many_threads_share_the_pool_exclusively() {
 fn async_checkouts_from_tokio_tasks() {
     let budget = MemoryBudget::new(16 * MIB as u64);
     let pool = PinnedPool::pageable(&budget, 4 * MIB as u64);
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
     rt.block_on(async {
         let tasks: Vec<_> = (0..8)
             .map(|i| {
