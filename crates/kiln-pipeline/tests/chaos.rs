@@ -1,0 +1,93 @@
+//! Random mixes of jobs, faults, cancellations, budgets and thread counts:
+//! whatever happens, every job ends the way its faults say, memory stays in
+//! the budget, and the engine returns to idle.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use kiln_pipeline::{Engine, EngineConfig, JobOutcome, JobRequest, JobSource, PartitionFootprint, Priority};
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+struct JobPlan {
+    priority: Priority,
+    partitions: usize,
+    fault: Option<Fault>,
+    /// Cancel after this many milliseconds.
+    cancel_after_ms: Option<u64>,
+}
+
+fn job_plan() -> impl Strategy<Value = JobPlan> {
+    (0usize..4, 1usize..4, 0u8..6, proptest::option::weighted(0.3, 0u64..60)).prop_map(|(p, partitions, f, cancel_after_ms)| {
+        let fault = match f {
+            0 => Some(Fault::Fail(partitions - 1)),
+            1 => Some(Fault::Panic(0)),
+            _ => None,
+        };
+        JobPlan { priority: Priority::ALL[p], partitions, fault, cancel_after_ms }
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn any_mix_of_jobs_ends_cleanly(
+        plans in proptest::collection::vec(job_plan(), 1..6),
+        partitions_that_fit in 1u64..4,
+        workers in 1usize..4,
+        depth in 1usize..3,
+    ) {
+        let srs = ensure_params(10);
+        let probe = config(u64::MAX / 4);
+        let params = kiln_groth16::ParamsFile::open(synthetic(10, 1, 0).srs().path).unwrap();
+        let part = PartitionFootprint::of(&kiln_pipeline::shape_from_params(&params), &probe).total();
+        let budget = srs + part * partitions_that_fit + part / 2;
+        let cfg = EngineConfig { synthesis_workers: workers, gpu_queue_depth: depth, ..config(budget) };
+        let engine = Engine::start(cfg, vec![SlowBackend::new(Duration::from_millis(5))]).unwrap();
+
+        let mut submitted = Vec::new();
+        for (k, plan) in plans.iter().enumerate() {
+            let inner = synthetic(10, plan.partitions, 1000 * k as u64);
+            let source: Arc<dyn JobSource> = match plan.fault {
+                Some(fault) => Arc::new(Faulty { inner: inner.clone(), fault }),
+                None => inner.clone(),
+            };
+            let id = format!("chaos-{k}");
+            engine.submit(JobRequest::new(id.clone(), plan.priority, source)).unwrap();
+            submitted.push((id, inner, plan.clone()));
+        }
+        let cancellers: Vec<_> = submitted
+            .iter()
+            .filter_map(|(id, _, plan)| plan.cancel_after_ms.map(|ms| (id.clone(), ms)))
+            .map(|(id, ms)| {
+                let e = engine.clone();
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(ms));
+                    e.cancel(&id)
+                })
+            })
+            .collect();
+        for (id, inner, plan) in &submitted {
+            let outcome = engine.wait_blocking(id, Some(Duration::from_secs(60)));
+            match (&outcome, plan.fault, plan.cancel_after_ms) {
+                (JobOutcome::Completed { proof, .. }, None, _) => assert_valid_proofs(inner, proof),
+                (JobOutcome::Failed(_), Some(_), _) => {}
+                (JobOutcome::Cancelled, _, Some(_)) => {}
+                _ => prop_assert!(false, "{id} ({plan:?}) ended as {outcome:?}"),
+            }
+        }
+        for c in cancellers {
+            prop_assert!(c.join().unwrap().is_some());
+        }
+        assert_idle(&engine);
+        let s = engine.status();
+        prop_assert!(s.budget.peak_reserved <= budget);
+        prop_assert!(s.buffers.peak_synthesized_not_started <= workers + depth);
+        prop_assert_eq!(s.jobs.in_flight, 0);
+        prop_assert_eq!(s.jobs.completed + s.jobs.failed + s.jobs.cancelled, plans.len() as u64);
+    }
+}
