@@ -70,6 +70,8 @@ pub async fn start(transport: Transport, settings: &[(&str, &str)]) -> Daemon {
         ("status_listen".into(), "127.0.0.1:0".into()),
         ("params_dir".into(), params_dir().display().to_string()),
         ("shutdown_grace_secs".into(), "0".into()),
+        // The assertions about GPUs and pinned memory are for the CPU path.
+        ("backend".into(), "cpu".into()),
         ("engine.memory_budget_bytes".into(), "256MiB".into()),
         ("engine.pin_host_buffers".into(), "false".into()),
         ("engine.synthesis_workers".into(), "2".into()),

@@ -25,7 +25,7 @@ pub struct ServeArgs {
     /// Cache of the synthetic workload's parameters [default: ~/.cache/kiln/params].
     #[arg(long, value_name = "DIR")]
     pub params_dir: Option<PathBuf>,
-    /// Prover backend: auto or cpu [default: auto].
+    /// Prover backend: auto (GPUs if usable, else CPU), cpu or gpu [default: auto].
     #[arg(long)]
     pub backend: Option<String>,
     /// Synthesis worker threads [default: half the cores, 1..=8].

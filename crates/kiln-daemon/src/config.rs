@@ -65,8 +65,11 @@ pub struct DaemonConfig {
     pub shutdown_grace_secs: u64,
     /// Where parameters of the built-in synthetic workload are cached.
     pub params_dir: PathBuf,
-    /// Prover backend: `auto` or `cpu`.
+    /// Prover backend: `auto`, `cpu` or `gpu`.
     pub backend: String,
+    /// GPU workers per device (each with its own copy stream and compute
+    /// thread, so one worker's copies overlap another's kernels).
+    pub gpu_workers_per_device: usize,
     /// Upper bound on `synthetic_log_size` in requests.
     pub max_synthetic_log_size: u32,
     /// Largest gRPC message accepted or sent (PoRep C1 outputs are tens of MiB).
@@ -84,6 +87,7 @@ struct Raw {
     shutdown_grace_secs: u64,
     params_dir: Option<PathBuf>,
     backend: String,
+    gpu_workers_per_device: usize,
     max_synthetic_log_size: u32,
     max_message_bytes: u64,
     engine: EngineConfig,
@@ -97,6 +101,7 @@ impl Default for Raw {
             shutdown_grace_secs: 30,
             params_dir: None,
             backend: "auto".into(),
+            gpu_workers_per_device: 2,
             max_synthetic_log_size: 20,
             max_message_bytes: 512 << 20,
             engine: EngineConfig::default(),
@@ -116,6 +121,7 @@ const TOP_LEVEL: &[(&str, bool)] = &[
     ("shutdown_grace_secs", false),
     ("params_dir", true),
     ("backend", true),
+    ("gpu_workers_per_device", false),
     ("max_synthetic_log_size", false),
     ("max_message_bytes", false),
 ];
@@ -167,8 +173,11 @@ pub fn resolve(src: &Sources) -> Result<DaemonConfig> {
         "" | "off" | "none" => None,
         s => Some(s.to_string()),
     };
-    if !matches!(raw.backend.as_str(), "auto" | "cpu") {
-        bail!("backend {:?} is not supported by this build (expected auto or cpu)", raw.backend);
+    if !matches!(raw.backend.as_str(), "auto" | "cpu" | "gpu") {
+        bail!("unknown backend {:?} (expected auto, cpu or gpu)", raw.backend);
+    }
+    if !(1..=16).contains(&raw.gpu_workers_per_device) {
+        bail!("gpu_workers_per_device must be between 1 and 16, not {}", raw.gpu_workers_per_device);
     }
     if !(1..=28).contains(&raw.max_synthetic_log_size) {
         bail!("max_synthetic_log_size must be between 1 and 28, not {}", raw.max_synthetic_log_size);
@@ -182,6 +191,7 @@ pub fn resolve(src: &Sources) -> Result<DaemonConfig> {
         shutdown_grace_secs: raw.shutdown_grace_secs,
         params_dir: raw.params_dir.unwrap_or_else(default_params_dir),
         backend: raw.backend,
+        gpu_workers_per_device: raw.gpu_workers_per_device,
         max_synthetic_log_size: raw.max_synthetic_log_size,
         max_message_bytes: usize::try_from(raw.max_message_bytes).unwrap_or(usize::MAX),
         engine: raw.engine,
@@ -197,6 +207,7 @@ impl DaemonConfig {
             shutdown_grace_secs: self.shutdown_grace_secs,
             params_dir: Some(self.params_dir.clone()),
             backend: self.backend.clone(),
+            gpu_workers_per_device: self.gpu_workers_per_device,
             max_synthetic_log_size: self.max_synthetic_log_size,
             max_message_bytes: self.max_message_bytes as u64,
             engine: self.engine.clone(),

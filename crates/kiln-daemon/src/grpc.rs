@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use kiln_groth16::GpuContext;
 use kiln_pipeline::{Engine, JobOutcome, JobRequest, SubmitError};
 use kiln_proto::v1::{
     await_proof_response, srs_status, AwaitProofRequest, AwaitProofResponse, BufferStageStatus, CancelProofRequest,
@@ -22,12 +23,13 @@ use crate::kinds::{self, KindContext, KindError};
 pub struct Service {
     engine: Engine,
     kinds: Arc<KindContext>,
+    gpus: Arc<Vec<Arc<GpuContext>>>,
 }
 
 impl Service {
-    /// A service that submits to `engine`.
-    pub fn new(engine: Engine, kinds: KindContext) -> Self {
-        Service { engine, kinds: Arc::new(kinds) }
+    /// A service that submits to `engine`, whose GPU workers run on `gpus`.
+    pub fn new(engine: Engine, kinds: KindContext, gpus: Vec<Arc<GpuContext>>) -> Self {
+        Service { engine, kinds: Arc::new(kinds), gpus: Arc::new(gpus) }
     }
 
     /// Checks the request, builds its job and queues it. Refusals are gRPC
@@ -116,23 +118,28 @@ fn clamp32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-/// Maps the engine's status to `GetStatusResponse`.
-pub fn status_to_wire(engine: &Engine) -> GetStatusResponse {
+/// Maps the engine's status to `GetStatusResponse`; `gpus` are the devices
+/// behind the GPU workers (none on a CPU-only engine, which lists its
+/// backends in the kiln `backends` field instead).
+pub fn status_to_wire(engine: &Engine, gpus: &[Arc<GpuContext>]) -> GetStatusResponse {
     let st = engine.status();
-    // Only GPU backends are GPUs; a CPU-only engine reports none and lists
-    // its backends in the kiln `backends` field instead.
-    let gpus = st
-        .workers
-        .gpu_workers
+    let gpus = gpus
         .iter()
-        .filter(|w| w.backend.starts_with("gpu"))
-        .map(|w| GpuStatus {
-            ordinal: w.backend.rsplit(':').next().and_then(|n| n.parse().ok()).unwrap_or(w.index as u32),
-            name: w.backend.clone(),
-            vram_total_bytes: 0,
-            vram_free_bytes: 0,
-            current_job_id: w.current_job_id.clone().unwrap_or_default(),
-            current_proof_kind: w.current_kind_label.clone().unwrap_or_default(),
+        .map(|g| {
+            let info = g.device().info();
+            let (free, total) = g.device().memory().unwrap_or((0, info.total_memory));
+            // GPU workers are labelled "gpu<ordinal>:<worker>"; report the
+            // job of the first busy worker on this device.
+            let prefix = format!("gpu{}:", info.ordinal);
+            let busy = st.workers.gpu_workers.iter().find(|w| w.backend.starts_with(&prefix) && w.current_job_id.is_some());
+            GpuStatus {
+                ordinal: info.ordinal as u32,
+                name: info.name.clone(),
+                vram_total_bytes: total as u64,
+                vram_free_bytes: free as u64,
+                current_job_id: busy.and_then(|w| w.current_job_id.clone()).unwrap_or_default(),
+                current_proof_kind: busy.and_then(|w| w.current_kind_label.clone()).unwrap_or_default(),
+            }
         })
         .collect();
     let loaded_srs = st
@@ -223,7 +230,7 @@ impl ProvingEngine for Service {
     }
 
     async fn get_status(&self, _req: Request<GetStatusRequest>) -> Result<Response<GetStatusResponse>, Status> {
-        Ok(Response::new(status_to_wire(&self.engine)))
+        Ok(Response::new(status_to_wire(&self.engine, &self.gpus)))
     }
 
     async fn get_metrics(&self, _req: Request<GetMetricsRequest>) -> Result<Response<GetMetricsResponse>, Status> {

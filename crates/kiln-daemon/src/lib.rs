@@ -2,10 +2,11 @@
 //! tests (`tests/`, crate kiln-e2e) can run the real daemon in-process.
 //!
 //! The daemon is thin: [`config`] and [`cli`] resolve the knobs, [`serve`]
-//! starts the engine (kiln-pipeline) and the listeners, [`grpc`] translates
+//! starts the engine (kiln-pipeline) on the [`backends`] and the listeners, [`grpc`] translates
 //! cuzk.v1 messages to engine calls, [`kinds`] maps proof kinds to job
 //! sources, [`http`] serves `/status` and `/metrics`. [`demo`] is `kiln demo`.
 
+pub mod backends;
 pub mod cli;
 pub mod config;
 pub mod demo;

@@ -4,11 +4,9 @@
 use std::net::SocketAddr;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use kiln_groth16::{CpuBackend, ProverBackend};
 use kiln_pipeline::Engine;
 use kiln_proto::ProvingEngineServer;
 use tokio::net::{TcpListener, UnixListener};
@@ -56,11 +54,14 @@ pub struct Running {
 
 /// Starts the engine and both listeners; returns once they accept connections.
 pub async fn start(config: DaemonConfig) -> Result<Running> {
-    let backends: Vec<Arc<dyn ProverBackend>> = match config.backend.as_str() {
-        // No GPU backend is wired into this build yet: auto means the CPU.
-        "auto" | "cpu" => vec![Arc::new(CpuBackend)],
-        other => bail!("backend {other:?} is not supported by this build"),
-    };
+    let backend = config.backend.clone();
+    let per_gpu = config.gpu_workers_per_device;
+    // Opening GPUs loads kernels and creates streams: off the async workers.
+    let chosen = tokio::task::spawn_blocking(move || crate::backends::choose(&backend, per_gpu))
+        .await
+        .context("choosing backends panicked")??;
+    tracing::info!(backend = %chosen.why, "prover backend");
+    let (backends, gpus) = (chosen.workers, chosen.gpus);
     let engine_config = config.engine.clone();
     let engine = tokio::task::spawn_blocking(move || Engine::start(engine_config, backends))
         .await
@@ -69,6 +70,7 @@ pub async fn start(config: DaemonConfig) -> Result<Running> {
     let service = Service::new(
         engine.clone(),
         KindContext { params_dir: config.params_dir.clone(), max_synthetic_log_size: config.max_synthetic_log_size },
+        gpus,
     );
     let grpc_server = ProvingEngineServer::new(service)
         .max_decoding_message_size(config.max_message_bytes)

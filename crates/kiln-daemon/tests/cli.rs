@@ -63,7 +63,9 @@ fn print_config_layers_flags_over_env_over_file() {
 
 #[test]
 fn configuration_mistakes_exit_with_a_clear_message() {
-    let cases: [(&[&str], &[(&str, &str)], &str); 4] = [
+    /// (arguments, environment, words the error must contain)
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 4] = [
         (&["serve", "--print-config"], &[("KILN_ENGINE_SYNTH_WORKERS", "2")], "synth_workers"),
         (&["serve", "--listen", "http://127.0.0.1:1"], &[], "must start with unix: or tcp:"),
         (&["serve", "--config", "/nonexistent/kiln.toml"], &[], "reading config file /nonexistent/kiln.toml"),

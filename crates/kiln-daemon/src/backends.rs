@@ -1,0 +1,45 @@
+//! Which prover backends the engine gets: `auto` (every GPU that opens with
+//! kiln's kernels, else the CPU), `cpu`, or `gpu` (an error without one).
+
+use std::sync::Arc;
+
+use anyhow::{bail, Result};
+use kiln_groth16::{CpuBackend, GpuBackend, GpuContext, ProverBackend};
+
+/// The chosen backends: one engine worker per entry of `workers`.
+pub struct Backends {
+    pub workers: Vec<Arc<dyn ProverBackend>>,
+    /// The GPUs behind the GPU workers (for GetStatus), one per device.
+    pub gpus: Vec<Arc<GpuContext>>,
+    /// A line for the log saying what was chosen and why.
+    pub why: String,
+}
+
+/// Opens the backends `choice` asks for.
+pub fn choose(choice: &str, workers_per_gpu: usize) -> Result<Backends> {
+    let cpu = |why: String| Backends { workers: vec![Arc::new(CpuBackend) as Arc<dyn ProverBackend>], gpus: Vec::new(), why };
+    match choice {
+        "cpu" => Ok(cpu("cpu (asked for)".into())),
+        "auto" | "gpu" => {
+            // Opening fails quietly without libcuda or without kernels in
+            // this build; both mean "no GPU" here.
+            let gpu_workers = GpuBackend::all(workers_per_gpu);
+            if gpu_workers.is_empty() {
+                if choice == "gpu" {
+                    bail!("backend gpu: no usable GPU (no CUDA driver, no device, or a build without kernels)");
+                }
+                return Ok(cpu("cpu (no usable GPU: no CUDA driver, no device, or a build without kernels)".into()));
+            }
+            let mut gpus: Vec<Arc<GpuContext>> = Vec::new();
+            for w in &gpu_workers {
+                if !gpus.iter().any(|g| Arc::ptr_eq(g, w.context())) {
+                    gpus.push(w.context().clone());
+                }
+            }
+            let why = format!("gpu ({} GPUs, {} workers each)", gpus.len(), workers_per_gpu.max(1));
+            let workers = gpu_workers.into_iter().map(|w| Arc::new(w) as Arc<dyn ProverBackend>).collect();
+            Ok(Backends { workers, gpus, why })
+        }
+        other => bail!("unknown backend {other:?} (expected auto, cpu or gpu)"),
+    }
+}
