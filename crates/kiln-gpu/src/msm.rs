@@ -133,7 +133,9 @@ impl GpuDevice {
         prof.mark("window sums");
         // Points whose scalar is 1, in parallel chunks, then summed down.
         // A power of two, so the group sums below divide evenly.
-        let cap = (self.info.sm_count as usize * 256).next_power_of_two() / 2;
+        // Up to ~8K threads per SM (rounded down to a power of two): with
+        // mostly-bit witnesses half of all points land here.
+        let cap = (self.info.sm_count as usize * 8192).next_power_of_two() / 2;
         let mut threads = (n / 64).next_power_of_two().clamp(1, cap.max(1));
         let chunk = n.div_ceil(threads).max(1);
         let mut part = unsafe { s.alloc::<u64>(threads * xw) }?;
