@@ -124,18 +124,21 @@ fn synthesize_partition(shared: &Arc<Shared>, task: PartitionTask) {
         return fail(shared, &job, format!("job refused: {e}"));
     }
     drop(params);
+    let mut srs_time = t_srs.elapsed();
 
     // Memory, all under the gate: see `Shared::acquire_gate`.
     let gate = shared.acquire_gate.lock();
     if abort() {
         return;
     }
+    let t_lease = Instant::now();
     let lease = match shared.srs.lease(&job.srs, abort) {
         Ok(Some(lease)) => lease,
         Ok(None) => return,
         Err(e) => return fail(shared, &job, e),
     };
-    job.add_srs_load(t_srs.elapsed());
+    srs_time += t_lease.elapsed();
+    job.add_srs_load(srs_time);
     let waiting_since = Instant::now();
     let relieve = || shared.srs.relieve(Some(&job.srs.id), waiting_since.elapsed());
     let Some(buffer) = block_on_abortable(shared.pool.checkout_async(footprint.buffer_request_bytes()), abort, relieve) else {
@@ -258,7 +261,7 @@ pub(crate) fn finalizer(shared: Arc<Shared>) {
             }
         };
         let phases: Vec<String> = proved.timings.phases.iter().map(|(n, d)| format!("{n}={}ms", d.as_millis())).collect();
-        tracing::debug!(phases = %phases.join(" "), "partition proved and verified");
+        tracing::info!(phases = %phases.join(" "), "partition proved and verified");
         shared.totals.partitions_proved.fetch_add(1, Ordering::Relaxed);
         // Free the partition before packing the answer.
         drop(held);
