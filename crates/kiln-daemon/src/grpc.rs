@@ -37,9 +37,13 @@ impl Service {
     /// cannot prove), RESOURCE_EXHAUSTED (can never fit the memory budget),
     /// UNAVAILABLE (shutting down).
     async fn submit(&self, req: SubmitProofRequest) -> Result<SubmitProofResponse, Status> {
-        let job = kinds::build(&req, &self.kinds).map_err(|e| match e {
-            KindError::Invalid(m) => Status::invalid_argument(m),
-            KindError::Unsupported(m) => Status::unimplemented(m),
+        let job = kinds::build(&req, &self.kinds).map_err(|e| {
+            let status = match e {
+                KindError::Invalid(m) => Status::invalid_argument(m),
+                KindError::Unsupported(m) => Status::unimplemented(m),
+            };
+            tracing::info!(request_id = %req.request_id, code = ?status.code(), error = status.message(), "request refused");
+            status
         })?;
         let mut request = JobRequest::new(req.request_id.clone(), job.priority, job.source);
         if req.deadline_ms > 0 {
