@@ -20,6 +20,12 @@ pub struct EngineConfig {
     /// Default: half the cores, at least 1, at most 8 (synthesis is
     /// memory-hungry: each worker holds a whole partition).
     pub synthesis_workers: usize,
+    /// Extra synthesis workers that take only `Critical` partitions, so a
+    /// critical job never waits for a worker busy with a large partition.
+    /// They draw memory from the same budget (first come, first served),
+    /// so under memory pressure a critical partition still waits for the
+    /// reservations queued before it. Default 1.
+    pub critical_lane_workers: usize,
     /// Synthesized partitions the GPU queue holds before synthesis workers
     /// block (0 = hand-off only). Default 1.
     pub gpu_queue_depth: usize,
@@ -58,6 +64,7 @@ impl Default for EngineConfig {
         let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
         EngineConfig {
             synthesis_workers: (cores / 2).clamp(1, 8),
+            critical_lane_workers: 1,
             gpu_queue_depth: 1,
             finalizer_threads: 2,
             memory_budget_bytes: None,

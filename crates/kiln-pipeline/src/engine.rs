@@ -217,7 +217,11 @@ impl Engine {
         let mut threads = Vec::new();
         for i in 0..shared.config.synthesis_workers {
             let s = shared.clone();
-            threads.push(std::thread::Builder::new().name(format!("kiln-synth-{i}")).spawn(move || workers::synthesis_worker(s))?);
+            threads.push(std::thread::Builder::new().name(format!("kiln-synth-{i}")).spawn(move || workers::synthesis_worker(s, false))?);
+        }
+        for i in 0..shared.config.critical_lane_workers {
+            let s = shared.clone();
+            threads.push(std::thread::Builder::new().name(format!("kiln-synth-crit-{i}")).spawn(move || workers::synthesis_worker(s, true))?);
         }
         for (i, backend) in backends.into_iter().enumerate() {
             let s = shared.clone();
@@ -430,6 +434,7 @@ impl Engine {
             queues: queues.into_values().collect(),
             workers: WorkerStatus {
                 synthesis_workers: shared.config.synthesis_workers,
+                critical_lane_workers: shared.config.critical_lane_workers,
                 synthesis_busy: shared.synthesis_busy.load(Ordering::Relaxed),
                 gpu_queue_depth: shared.config.gpu_queue_depth.max(1),
                 gpu_workers: shared.gpu_workers.iter().map(|w| w.lock().clone()).collect(),

@@ -13,10 +13,13 @@
 //! 2. A synthesis worker takes the most urgent partition and, at the acquire
 //!    gate, makes its parameters hot (reserved in the budget), checks out one
 //!    pool buffer for a/b/c/aux and reserves the prover's scratch. Only then
-//!    does it synthesize, straight into the pool buffer.
+//!    does it synthesize, straight into the pool buffer. Critical-lane
+//!    workers take only `Critical` partitions, so a critical job never waits
+//!    for a worker busy with a large partition.
 //! 3. It hands the partition to the bounded GPU queue, **holding its permit
 //!    (itself) until the queue accepts it**: at most `synthesis_workers +
-//!    gpu_queue_depth` partitions are ever synthesized but not started.
+//!    critical_lane_workers + gpu_queue_depth` partitions are ever
+//!    synthesized but not started.
 //! 4. A GPU worker runs `prove_start`; when it returns the pool buffer is
 //!    back in the pool and the reservation shrinks to bookkeeping.
 //! 5. A finalizer runs `finish` (assembly + verification); the job's proofs

@@ -85,7 +85,9 @@ impl<T> WorkQueue<T> {
             if self.capacity.is_none_or(|cap| s.heap.len() < cap) {
                 on_accept(&mut item);
                 s.heap.push(Entry { priority, order, item });
-                self.not_empty.notify_one();
+                // All: a taker that only wants some priorities must not
+                // swallow the wake-up meant for one that takes anything.
+                self.not_empty.notify_all();
                 return Ok(());
             }
             self.not_full.wait_for(&mut s, RECHECK);
@@ -95,12 +97,19 @@ impl<T> WorkQueue<T> {
     /// Takes the most urgent entry, waiting while the queue is empty;
     /// `on_take` runs under the lock. `None` once the queue is closed.
     pub(crate) fn pop(&self, on_take: impl FnOnce(&mut T)) -> Option<T> {
+        self.pop_if(|_| true, on_take)
+    }
+
+    /// Takes the most urgent entry once there is one whose priority `wanted`
+    /// accepts (waiting until then). `None` once the queue is closed.
+    pub(crate) fn pop_if(&self, wanted: impl Fn(Priority) -> bool, on_take: impl FnOnce(&mut T)) -> Option<T> {
         let mut s = self.state.lock();
         loop {
             if s.closed {
                 return None;
             }
-            if let Some(mut e) = s.heap.pop() {
+            if s.heap.peek().is_some_and(|top| wanted(top.priority)) {
+                let mut e = s.heap.pop().expect("peeked");
                 on_take(&mut e.item);
                 self.not_full.notify_one();
                 return Some(e.item);
@@ -166,6 +175,20 @@ mod tests {
         push(Priority::Normal, (0, 3), "n0");
         let got: Vec<_> = (0..5).map(|_| q.pop(|_| {}).unwrap()).collect();
         assert_eq!(got, ["c5", "n0", "n1", "n1b", "l0"]);
+    }
+
+    #[test]
+    fn a_selective_taker_waits_for_what_it_wants_and_others_still_wake() {
+        let q = Arc::new(WorkQueue::new(None));
+        let (q1, q2) = (q.clone(), q.clone());
+        let critical_only = std::thread::spawn(move || q1.pop_if(|p| p == Priority::Critical, |_| {}));
+        std::thread::sleep(Duration::from_millis(20));
+        q.push(Priority::Normal, (0, 0), "normal", || false, |_| {}).unwrap();
+        let anything = std::thread::spawn(move || q2.pop(|_| {}));
+        assert_eq!(anything.join().unwrap(), Some("normal"));
+        assert!(!critical_only.is_finished());
+        q.push(Priority::Critical, (1, 0), "critical", || false, |_| {}).unwrap();
+        assert_eq!(critical_only.join().unwrap(), Some("critical"));
     }
 
     #[test]

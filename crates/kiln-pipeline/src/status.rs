@@ -44,7 +44,9 @@ pub struct QueueStatus {
 #[derive(Clone, Debug, Serialize)]
 pub struct WorkerStatus {
     pub synthesis_workers: usize,
-    /// Synthesis workers holding a partition (acquiring, synthesizing or
+    /// Synthesis workers reserved for `Critical` partitions.
+    pub critical_lane_workers: usize,
+    /// Synthesis workers (both kinds) holding a partition (acquiring, synthesizing or
     /// waiting for the GPU queue).
     pub synthesis_busy: usize,
     pub gpu_queue_depth: usize,
@@ -120,6 +122,8 @@ pub(crate) fn prometheus_text(status: &EngineStatus) -> String {
     family("kiln_partitions_in_progress", "gauge", "Partitions in progress, by kind.", q(|q| q.in_progress_partitions));
     let w = &status.workers;
     family("kiln_synthesis_workers", "gauge", "Synthesis worker threads.", one(w.synthesis_workers as f64));
+    family("kiln_synthesis_critical_lane_workers", "gauge", "Synthesis workers reserved for critical partitions.",
+        one(w.critical_lane_workers as f64));
     family("kiln_synthesis_workers_busy", "gauge", "Synthesis workers holding a partition.", one(w.synthesis_busy as f64));
     family("kiln_gpu_worker_busy", "gauge", "1 while a GPU worker proves a partition.",
         w.gpu_workers.iter().map(|g| (gpu_labels(g), g.current_job_id.is_some() as u8 as f64)).collect());

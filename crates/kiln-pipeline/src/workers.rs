@@ -23,7 +23,7 @@ use kiln_synth::Assignment;
 use crate::buffers::{assignment_buffers, PartitionFootprint};
 use crate::counters::{Stage, StageGuard};
 use crate::engine::{check_fits, Shared};
-use crate::job::JobOutcome;
+use crate::job::{JobOutcome, Priority};
 use crate::jobs::{Job, Progress};
 use crate::srs::SrsLease;
 use crate::wait::block_on_abortable;
@@ -82,8 +82,11 @@ fn fail(shared: &Shared, job: &Arc<Job>, message: String) {
     shared.end_job(job, JobOutcome::Failed(message));
 }
 
-pub(crate) fn synthesis_worker(shared: Arc<Shared>) {
-    while let Some(task) = shared.synth_queue.pop(|_| {}) {
+/// Takes partitions in priority order; with `critical_only`, only
+/// `Critical` ones (the critical lane).
+pub(crate) fn synthesis_worker(shared: Arc<Shared>, critical_only: bool) {
+    let wanted = |p: Priority| !critical_only || p == Priority::Critical;
+    while let Some(task) = shared.synth_queue.pop_if(wanted, |_| {}) {
         if task.job.is_stopped() {
             continue;
         }

@@ -39,6 +39,7 @@ proptest! {
         plans in proptest::collection::vec(job_plan(), 1..6),
         partitions_that_fit in 1u64..4,
         workers in 1usize..4,
+        lane in 0usize..2,
         depth in 1usize..3,
     ) {
         let srs = ensure_params(10);
@@ -46,7 +47,7 @@ proptest! {
         let params = kiln_groth16::ParamsFile::open(synthetic(10, 1, 0).srs().path).unwrap();
         let part = PartitionFootprint::of(&kiln_pipeline::shape_from_params(&params), &probe).total();
         let budget = srs + part * partitions_that_fit + part / 2;
-        let cfg = EngineConfig { synthesis_workers: workers, gpu_queue_depth: depth, ..config(budget) };
+        let cfg = EngineConfig { synthesis_workers: workers, critical_lane_workers: lane, gpu_queue_depth: depth, ..config(budget) };
         let engine = Engine::start(cfg, vec![SlowBackend::new(Duration::from_millis(5))]).unwrap();
 
         let mut submitted = Vec::new();
@@ -86,7 +87,7 @@ proptest! {
         assert_idle(&engine);
         let s = engine.status();
         prop_assert!(s.budget.peak_reserved <= budget);
-        prop_assert!(s.buffers.peak_synthesized_not_started <= workers + depth);
+        prop_assert!(s.buffers.peak_synthesized_not_started <= workers + lane + depth);
         prop_assert_eq!(s.jobs.in_flight, 0);
         prop_assert_eq!(s.jobs.completed + s.jobs.failed + s.jobs.cancelled, plans.len() as u64);
     }

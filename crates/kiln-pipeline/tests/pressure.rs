@@ -87,6 +87,7 @@ fn the_synthesis_permit_is_held_until_the_gpu_queue_takes_the_partition() {
     ensure_params(10);
     let workers = 2;
     let depth = 1;
+    // No critical jobs here, so the critical lane worker never takes one.
     let cfg = EngineConfig { synthesis_workers: workers, gpu_queue_depth: depth, ..config(256 * MIB) };
     // A slow prover: synthesis (a few ms) runs far ahead of it.
     let engine = Engine::start(cfg, vec![SlowBackend::new(Duration::from_millis(150))]).unwrap();
@@ -240,4 +241,34 @@ fn jobs_of_different_shapes_share_a_budget_that_fits_one_shape_at_a_time() {
     }
     assert_idle(&engine);
     assert!(engine.status().budget.peak_reserved <= budget);
+}
+
+#[test]
+fn the_critical_lane_serves_a_critical_job_while_every_worker_is_busy() {
+    ensure_params(10);
+    let slow = Duration::from_millis(2500);
+    for lane in [1, 0] {
+        let cfg = EngineConfig { synthesis_workers: 2, critical_lane_workers: lane, ..config(256 * MIB) };
+        let engine = Engine::start(cfg, vec![]).unwrap();
+        // Both ordinary workers are stuck in long syntheses.
+        let big = Arc::new(Faulty { inner: synthetic(10, 4, 1), fault: Fault::Slow(slow) });
+        engine.submit(JobRequest::new("big", Priority::High, big)).unwrap();
+        assert!(wait_until(Duration::from_secs(10), || engine.status().buffers.get(Stage::Synthesizing).count == 2));
+        let t = Instant::now();
+        let critical = synthetic(10, 1, 9);
+        engine.submit(JobRequest::new("critical", Priority::Critical, critical.clone())).unwrap();
+        let outcome = engine.wait_blocking("critical", Some(Duration::from_secs(30)));
+        let took = t.elapsed();
+        let JobOutcome::Completed { proof, .. } = outcome else { panic!("{outcome:?}") };
+        assert_valid_proofs(&critical, &proof);
+        if lane == 1 {
+            assert!(took < slow / 2, "with a critical lane the job took {took:?}");
+        } else {
+            // Without one it waits for a worker: this is what the lane is for
+            // (and shows the measurement above can tell the difference).
+            assert!(took >= slow / 2, "without a critical lane the job took only {took:?}");
+        }
+        engine.cancel("big");
+        assert_idle(&engine);
+    }
 }
