@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use kiln_groth16::{finish, prove_start, setup, CpuBackend, ParamsFile, ProverBackend, Randomness};
+use kiln_groth16::{finish, prove_start, setup, CpuBackend, GpuBackend, GpuContext, ParamsFile, ProverBackend, Randomness};
 use kiln_synth::workload::{SyntheticCircuit, WorkloadKind};
 use kiln_synth::{synthesize, AssignmentBuffers};
 use rand::SeedableRng;
@@ -39,13 +39,25 @@ fn default_params_dir() -> PathBuf {
 
 /// Chooses the backend and says why.
 fn pick_backend(choice: &str) -> Result<(Box<dyn ProverBackend>, String)> {
+    let cpu = || -> (Box<dyn ProverBackend>, String) {
+        (Box::new(CpuBackend), format!("cpu ({} threads)", rayon::current_num_threads()))
+    };
+    let gpu = || -> Result<(Box<dyn ProverBackend>, String), String> {
+        if kiln_gpu::GpuDevice::count() == 0 {
+            return Err("no GPU found".into());
+        }
+        let ctx = GpuContext::open(0).map_err(|e| e.to_string())?;
+        let info = ctx.device().info().clone();
+        let b = GpuBackend::new(&ctx, 0).map_err(|e| e.to_string())?;
+        Ok((Box::new(b), format!("gpu {} ({}, {} SMs)", info.ordinal, info.name, info.sm_count)))
+    };
     match choice {
-        "cpu" => Ok((Box::new(CpuBackend), "cpu (asked for)".into())),
-        "auto" => Ok((
-            Box::new(CpuBackend),
-            format!("cpu ({} threads; no GPU backend in this build)", rayon::current_num_threads()),
-        )),
-        "gpu" => bail!("this build of kiln has no GPU backend yet; use --backend cpu"),
+        "cpu" => Ok(cpu()),
+        "gpu" => gpu().map_err(|e| anyhow::anyhow!("--backend gpu: {e}")),
+        "auto" => Ok(gpu().unwrap_or_else(|why| {
+            let (b, name) = cpu();
+            (b, format!("{name}; {why}"))
+        })),
         other => bail!("unknown backend {other:?} (expected auto, cpu or gpu)"),
     }
 }
