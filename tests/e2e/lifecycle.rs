@@ -83,3 +83,23 @@ async fn await_timeout_then_shutdown_cancels_waiters_and_removes_the_socket() {
     assert!(!sock.exists(), "socket removed");
     assert!(connect(&bound).await.is_err(), "nothing listens any more");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_grace_lets_running_jobs_finish() {
+    let _serial = SERIAL.lock().await;
+    let d = start(Transport::Tcp, &[("shutdown_grace_secs", "60")]).await;
+    let mut c = d.client().await;
+    let req = synthetic("drained", 10, 4, Priority::Normal, 8);
+    c.submit_proof(req.clone()).await.unwrap();
+    let waiter = {
+        let mut c = c.clone();
+        tokio::spawn(async move { c.await_proof(AwaitProofRequest { job_id: "drained".into(), timeout_ms: 0 }).await })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    // As on SIGTERM: no new connections, but the queued job is proved
+    // within the grace period and its waiter gets the proof.
+    d.stop().await;
+    let r = waiter.await.unwrap().expect("answered before the server closed").into_inner();
+    assert_eq!(r.status(), Status::Completed, "{}", r.error_message);
+    verify(&req, &r.proof).unwrap();
+}
