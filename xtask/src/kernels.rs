@@ -93,7 +93,7 @@ pub fn run(args: Args) -> Result<()> {
     let mut cmd = Command::new(&nvcc);
     cmd.args(["-fatbin", "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-gencode=arch=compute_90,code=compute_90"]);
     if args.verbose {
-        cmd.arg("-Xptxas=-v");
+        cmd.arg("--ptxas-options=-v");
     }
     cmd.arg("-o").arg(&tmp).arg(root.join("cuda/kiln.cu"));
     eprintln!("xtask kernels: {:?}", cmd);

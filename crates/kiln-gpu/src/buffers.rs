@@ -14,7 +14,11 @@ const _: () = assert!(std::mem::size_of::<Scalar>() == 32);
 const _: () = assert!(std::mem::size_of::<G1Affine>() == 96);
 const _: () = assert!(std::mem::size_of::<G2Affine>() == 192);
 
-/// `T` is a blstrs type made only of `W` u64 limbs (checked above).
+/// `T` is a blstrs type made only of `WORDS` u64 limbs (checked above).
+///
+/// # Safety
+/// Implement only for `#[repr(transparent)]`/`#[repr(C)]` types that are
+/// exactly `WORDS` u64s, valid for any bit pattern.
 unsafe trait Limbs: Sized {
     const WORDS: usize;
 }

@@ -63,7 +63,7 @@ impl GpuDevice {
                 }
                 // Bits past n must not count: trim the bitmap to n bits.
                 let mut bm = bm[..n.div_ceil(64)].to_vec();
-                if n % 64 != 0 {
+                if !n.is_multiple_of(64) {
                     *bm.last_mut().unwrap() &= (1u64 << (n % 64)) - 1;
                 }
                 let (prefix, total) = bitmap_prefix(&bm);
@@ -250,5 +250,59 @@ impl<'a> Profile<'a> {
             let parts: Vec<String> = m.windows(2).filter_map(|w| Some(format!("{} {:.2}", w[1].0, w[0].1.elapsed_ms(&w[1].1).ok()?))).collect();
             eprintln!("profile {what}: {} (ms)", parts.join(", "));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use blst::{blst_p1_affine, blst_p2_affine};
+    use blstrs::Scalar;
+    use group::Curve;
+
+    #[test]
+    fn combine_is_horner_in_2_to_the_c() {
+        let g = G1Projective::generator();
+        let pts = [g * Scalar::from(3u64), g * Scalar::from(5u64), g * Scalar::from(7u64), g];
+        let got = combine(&[0, 1, 2], 3, &[3], 1, |w| pts[w[0] as usize]);
+        assert_eq!(got, g * Scalar::from(3 + 8 * 5 + 64 * 7 + 1u64));
+    }
+
+    #[test]
+    fn g1_xyzz_to_projective() {
+        let p = G1Projective::generator() * Scalar::from(123_456_789u64);
+        // SAFETY: G1Affine is repr(transparent) over blst_p1_affine.
+        let a: blst_p1_affine = unsafe { std::mem::transmute(p.to_affine()) };
+        let z = a.y; // any non-zero Z
+        let (mut zz, mut zzz, mut x, mut y) = Default::default();
+        // SAFETY: blst field arithmetic on initialized values.
+        unsafe {
+            blst::blst_fp_sqr(&mut zz, &z);
+            blst::blst_fp_mul(&mut zzz, &zz, &z);
+            blst::blst_fp_mul(&mut x, &a.x, &zz);
+            blst::blst_fp_mul(&mut y, &a.y, &zzz);
+        }
+        let w: Vec<u64> = [x, y, zz, zzz].iter().flat_map(|f: &blst_fp| f.l).collect();
+        assert_eq!(g1_from_xyzz(&w), p);
+        assert_eq!(g1_from_xyzz(&[0; 24]), G1Projective::identity());
+    }
+
+    #[test]
+    fn g2_xyzz_to_projective() {
+        let p = G2Projective::generator() * Scalar::from(987_654_321u64);
+        // SAFETY: G2Affine is repr(transparent) over blst_p2_affine.
+        let a: blst_p2_affine = unsafe { std::mem::transmute(p.to_affine()) };
+        let z = a.x;
+        let (mut zz, mut zzz, mut x, mut y) = Default::default();
+        // SAFETY: as above.
+        unsafe {
+            blst::blst_fp2_sqr(&mut zz, &z);
+            blst::blst_fp2_mul(&mut zzz, &zz, &z);
+            blst::blst_fp2_mul(&mut x, &a.x, &zz);
+            blst::blst_fp2_mul(&mut y, &a.y, &zzz);
+        }
+        let w: Vec<u64> = [x, y, zz, zzz].iter().flat_map(|f: &blst_fp2| f.fp.iter().flat_map(|e| e.l).collect::<Vec<_>>()).collect();
+        assert_eq!(g2_from_xyzz(&w), p);
+        assert_eq!(g2_from_xyzz(&[0; 48]), G2Projective::identity());
     }
 }

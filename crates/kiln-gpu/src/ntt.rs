@@ -105,6 +105,7 @@ impl GpuDevice {
 
     /// Runs all passes of one DIF (natural -> bit-reversed) or DIT
     /// (bit-reversed -> natural) transform in place on 2^log_n elements.
+    #[allow(clippy::too_many_arguments)]
     fn ntt_passes(
         &self,
         s: &GpuStream,
