@@ -2,7 +2,7 @@
 //! SIGTERM path (the e2e tests run the daemon in-process instead).
 
 use std::io::Read;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -98,11 +98,13 @@ fn serve_replaces_a_stale_socket_refuses_a_live_one_and_stops_on_sigterm() {
     std::fs::create_dir_all(sock.parent().unwrap()).unwrap();
     // A socket file nobody listens on: what a killed daemon leaves behind.
     drop(std::os::unix::net::UnixListener::bind(&sock).unwrap());
-    assert!(sock.exists());
+    let stale_ino = std::fs::metadata(&sock).unwrap().ino();
 
     let mut daemon = spawn_serve(&sock, &dir.path().join("params"));
     let t0 = Instant::now();
-    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+    // Wait for the daemon's own socket (a new inode at the path): a child
+    // that another test forks may briefly hold the stale listener open.
+    while std::fs::metadata(&sock).map(|m| m.ino()).ok() == Some(stale_ino) || std::os::unix::net::UnixStream::connect(&sock).is_err() {
         if let Some(s) = daemon.try_wait().unwrap() {
             let mut err = String::new();
             daemon.stderr.take().unwrap().read_to_string(&mut err).unwrap();
