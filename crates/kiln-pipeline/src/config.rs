@@ -29,6 +29,11 @@ pub struct EngineConfig {
     /// Synthesized partitions the GPU queue holds before synthesis workers
     /// block (0 = hand-off only). Default 1.
     pub gpu_queue_depth: usize,
+    /// Times a partition is synthesized and proved again after the prover
+    /// failed on it in a way a faulty device could cause (a backend error
+    /// or panic, a proof that did not verify); after that its job fails.
+    /// Synthesis errors are never retried. Default 1.
+    pub partition_retries: u32,
     /// Threads that assemble and verify proofs off the GPU workers. Default 2.
     pub finalizer_threads: usize,
     /// The host memory budget; `None` sizes it from the host (RAM or cgroup
@@ -66,6 +71,7 @@ impl Default for EngineConfig {
             synthesis_workers: (cores / 2).clamp(1, 8),
             critical_lane_workers: 1,
             gpu_queue_depth: 1,
+            partition_retries: 1,
             finalizer_threads: 2,
             memory_budget_bytes: None,
             memory_margin_bytes: 4 << 30,

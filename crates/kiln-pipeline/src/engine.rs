@@ -308,7 +308,7 @@ impl Engine {
         // Queue while holding the registry lock, so a resubmission cannot
         // see the job before its partitions are queued.
         for index in 0..num_partitions {
-            let task = PartitionTask { job: job.clone(), index };
+            let task = PartitionTask { job: job.clone(), index, retries: 0 };
             if shared.synth_queue.push(req.priority, (seq, index), task, || false, |_| {}).is_err() {
                 drop(reg);
                 shared.end_job(&job, JobOutcome::Cancelled);

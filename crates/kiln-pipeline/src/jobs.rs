@@ -122,6 +122,12 @@ impl Job {
         s.first_start.get_or_insert_with(Instant::now);
     }
 
+    /// A started partition goes back to the synthesis queue (a retry).
+    pub(crate) fn partition_requeued(&self) {
+        let mut s = self.state.lock();
+        s.started = s.started.saturating_sub(1);
+    }
+
     /// Records partition `i`'s verified proof.
     pub(crate) fn partition_proved(&self, i: usize, proof: ProvedProof) -> Progress {
         let mut s = self.state.lock();

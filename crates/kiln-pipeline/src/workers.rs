@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use kiln_groth16::{finish, prove_start, PendingProof, ProverBackend, Randomness};
+use kiln_groth16::{finish, prove_start, PendingProof, ProveError, ProverBackend, Randomness};
 use kiln_memory::{MemoryClass, MemoryReservation};
 use kiln_synth::Assignment;
 
@@ -32,6 +32,8 @@ use crate::wait::block_on_abortable;
 pub(crate) struct PartitionTask {
     pub(crate) job: Arc<Job>,
     pub(crate) index: usize,
+    /// Earlier attempts that failed in the prover (see [`retry_or_fail`]).
+    pub(crate) retries: u32,
 }
 
 /// What a partition holds from memory grant to its end.
@@ -42,6 +44,8 @@ pub(crate) struct Held {
     /// Keeps the parameters hot.
     lease: SrsLease,
     span: tracing::Span,
+    /// Earlier failed prover attempts of this partition.
+    retries: u32,
     /// Counts the partition in its stage. Declared last so it is dropped
     /// last: the counters fall to zero only once everything else is free.
     guard: StageGuard,
@@ -84,6 +88,29 @@ fn fail(shared: &Shared, job: &Arc<Job>, message: String) {
 
 /// Takes partitions in priority order; with `critical_only`, only
 /// `Critical` ones (the critical lane).
+/// Errors that may come from a faulty device rather than from the job:
+/// a backend failure, or a proof that did not verify.
+fn is_prover_fault(e: &ProveError) -> bool {
+    matches!(e, ProveError::Backend { .. } | ProveError::NotVerified(_))
+}
+
+/// After the prover failed on a partition: queue it again from synthesis
+/// (its buffers are gone) if it may be retried, else fail the job. The
+/// partition's memory is freed first either way.
+fn retry_or_fail(shared: &Shared, job: &Arc<Job>, index: usize, held: Held, retryable: bool, message: String) {
+    let retries = held.retries;
+    drop(held);
+    if !retryable || retries >= shared.config.partition_retries || job.is_stopped() {
+        return fail(shared, job, message);
+    }
+    tracing::warn!(job = %job.id, partition = index, attempt = retries + 1, error = %message, "prover failed; retrying the partition");
+    job.partition_requeued();
+    let task = PartitionTask { job: job.clone(), index, retries: retries + 1 };
+    if shared.synth_queue.push(job.priority, (job.seq, index), task, || false, |_| {}).is_err() {
+        fail(shared, job, message); // the engine is stopping
+    }
+}
+
 pub(crate) fn synthesis_worker(shared: Arc<Shared>, critical_only: bool) {
     let wanted = |p: Priority| !critical_only || p == Priority::Critical;
     while let Some(task) = shared.synth_queue.pop_if(wanted, |_| {}) {
@@ -103,7 +130,7 @@ pub(crate) fn synthesis_worker(shared: Arc<Shared>, critical_only: bool) {
 
 /// Acquire, synthesize and hand one partition to the GPU queue.
 fn synthesize_partition(shared: &Arc<Shared>, task: PartitionTask) {
-    let PartitionTask { job, index } = task;
+    let PartitionTask { job, index, retries } = task;
     let span = tracing::info_span!("partition", job = %job.id, kind = %job.kind, partition = index);
     let _entered = span.enter();
     let abort = || job.is_stopped() || shared.is_stopping();
@@ -161,7 +188,7 @@ fn synthesize_partition(shared: &Arc<Shared>, task: PartitionTask) {
 
     job.partition_started();
     let guard = StageGuard::enter(&shared.counters, Stage::Synthesizing, footprint.total(), job.id.clone(), index);
-    let held = Held { work, footprint, lease, span: span.clone(), guard };
+    let held = Held { work, footprint, lease, span: span.clone(), guard, retries };
 
     let t = Instant::now();
     let buffers = assignment_buffers(buffer, &footprint);
@@ -221,12 +248,14 @@ pub(crate) fn gpu_worker(shared: Arc<Shared>, worker: usize, backend: Arc<dyn Pr
         let pending = match result {
             Ok(Ok(p)) => p,
             Ok(Err(e)) => {
-                fail(&shared, &job, format!("partition {index}: {e}"));
+                let retryable = is_prover_fault(&e);
+                retry_or_fail(&shared, &job, index, held, retryable, format!("partition {index}: {e}"));
                 continue;
             }
             Err(p) => {
                 let name = backend.name();
-                fail(&shared, &job, format!("partition {index}: the {name} backend panicked: {}", panic_message(&*p)));
+                let message = format!("partition {index}: the {name} backend panicked: {}", panic_message(&*p));
+                retry_or_fail(&shared, &job, index, held, true, message);
                 continue;
             }
         };
@@ -255,11 +284,13 @@ pub(crate) fn finalizer(shared: Arc<Shared>) {
         let proved = match result {
             Ok(Ok(p)) => p,
             Ok(Err(e)) => {
-                fail(&shared, &job, format!("partition {index}: {e}"));
+                let retryable = is_prover_fault(&e);
+                retry_or_fail(&shared, &job, index, held, retryable, format!("partition {index}: {e}"));
                 continue;
             }
             Err(p) => {
-                fail(&shared, &job, format!("partition {index}: proof assembly panicked: {}", panic_message(&*p)));
+                let message = format!("partition {index}: proof assembly panicked: {}", panic_message(&*p));
+                retry_or_fail(&shared, &job, index, held, true, message);
                 continue;
             }
         };

@@ -73,7 +73,8 @@ fn resubmitting_a_request_id_returns_the_existing_job() {
 fn failing_or_panicking_partitions_fail_their_job_only() {
     ensure_params(10);
     let backend = Arc::new(SlowBackend { delay: Duration::ZERO, calls: Default::default(), panic_on: vec![0] });
-    let engine = Engine::start(config(256 * MIB), vec![backend.clone()]).unwrap();
+    let cfg = kiln_pipeline::EngineConfig { partition_retries: 0, ..config(256 * MIB) };
+    let engine = Engine::start(cfg, vec![backend.clone()]).unwrap();
     // The backend panics on its first call: whichever job that is fails alone.
     let victim = engine.submit(JobRequest::new("backend-victim", Priority::Critical, synthetic(10, 1, 1))).unwrap();
     assert!(matches!(engine.wait_blocking(&victim.job_id, Some(Duration::from_secs(60))),
@@ -233,4 +234,35 @@ fn parameters_are_generated_on_demand_and_then_the_job_is_sized() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn a_prover_fault_is_retried_from_synthesis_then_fails_the_job() {
+    ensure_params(10);
+    // Calls 0, 3 and 4 panic: the first job's first prover call fails once
+    // and that partition is retried (calls 1, 2 succeed); the second job's
+    // partition fails twice (calls 3, 4; one retry allowed) and fails.
+    let backend = Arc::new(SlowBackend { delay: Duration::ZERO, calls: Default::default(), panic_on: vec![0, 3, 4] });
+    let cfg = kiln_pipeline::EngineConfig { synthesis_workers: 1, partition_retries: 1, ..config(256 * MIB) };
+    let engine = Engine::start(cfg, vec![backend.clone()]).unwrap();
+    let first = synthetic(10, 2, 1);
+    engine.submit(JobRequest::new("retried", Priority::Normal, first.clone())).unwrap();
+    match engine.wait_blocking("retried", Some(Duration::from_secs(60))) {
+        JobOutcome::Completed { proof, .. } => assert_valid_proofs(&first, &proof),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(backend.calls.load(std::sync::atomic::Ordering::SeqCst), 3, "two partitions, one retry");
+    engine.submit(JobRequest::new("gives-up", Priority::Normal, synthetic(10, 1, 2))).unwrap();
+    match engine.wait_blocking("gives-up", Some(Duration::from_secs(60))) {
+        JobOutcome::Failed(m) => assert!(m.contains("backend fault on call 4"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    // Synthesis errors are the job's own: never retried.
+    let faulty = Arc::new(Faulty { inner: synthetic(10, 1, 3), fault: Fault::Fail(0) });
+    engine.submit(JobRequest::new("no-retry", Priority::Normal, faulty)).unwrap();
+    assert!(matches!(engine.wait_blocking("no-retry", Some(Duration::from_secs(60))), JobOutcome::Failed(_)));
+    assert_eq!(backend.calls.load(std::sync::atomic::Ordering::SeqCst), 5);
+    let s = engine.status();
+    assert!(s.queues.iter().all(|q| q.pending_partitions == 0 && q.in_progress_partitions == 0), "{:?}", s.queues);
+    assert_idle(&engine);
 }
