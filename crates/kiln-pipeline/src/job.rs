@@ -86,6 +86,26 @@ impl fmt::Debug for SrsSpec {
 /// Methods are called from engine threads (synthesis workers, finalizers),
 /// possibly concurrently for different partitions. A panic in any of them
 /// fails this job only.
+///
+/// ```
+/// use kiln_pipeline::{JobSource, SrsSpec};
+/// use kiln_synth::workload::{SyntheticCircuit, WorkloadKind};
+/// use kiln_synth::{synthesize, Assignment, AssignmentBuffers, SynthError};
+///
+/// /// Three proofs of one circuit; the answer is their 192-byte proofs, concatenated.
+/// struct ThreeSquares;
+///
+/// impl JobSource for ThreeSquares {
+///     fn kind_label(&self) -> &str { "three-squares" }
+///     fn srs(&self) -> SrsSpec { SrsSpec::existing("squares-v1", "/var/lib/params/squares-v1.params") }
+///     fn num_partitions(&self) -> usize { 3 }
+///     fn synthesize(&self, i: usize, buffers: AssignmentBuffers) -> Result<Assignment, SynthError> {
+///         let circuit = SyntheticCircuit::filling_domain(WorkloadKind::Dense, 10, 1).with_witness(i as u64);
+///         synthesize(circuit, buffers)
+///     }
+/// }
+/// assert_eq!(ThreeSquares.srs().id, "squares-v1");
+/// ```
 pub trait JobSource: Send + Sync + 'static {
     /// A label for statistics, e.g. `"porep-c2"` or `"synthetic"`. Never
     /// used for scheduling decisions.
