@@ -7,6 +7,10 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// Held by each test: a child forked by one test would inherit (until its
+/// exec) the listener another test is about to drop as "stale".
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// `kiln` with no KILN_* variables from the environment running the tests.
 fn kiln() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_kiln"));
@@ -33,6 +37,7 @@ fn wait_timeout(child: &mut Child, limit: Duration) -> Option<std::process::Exit
 
 #[test]
 fn print_config_layers_flags_over_env_over_file() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("kiln.toml");
     std::fs::write(
@@ -63,6 +68,7 @@ fn print_config_layers_flags_over_env_over_file() {
 
 #[test]
 fn configuration_mistakes_exit_with_a_clear_message() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     /// (arguments, environment, words the error must contain)
     type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
     let cases: [Case; 4] = [
@@ -93,6 +99,7 @@ fn spawn_serve(sock: &Path, params: &Path) -> Child {
 
 #[test]
 fn serve_replaces_a_stale_socket_refuses_a_live_one_and_stops_on_sigterm() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("run").join("kiln.sock");
     std::fs::create_dir_all(sock.parent().unwrap()).unwrap();
