@@ -83,6 +83,12 @@ pub async fn start(config: DaemonConfig) -> Result<Running> {
         }
     };
 
+    // Bind both listeners before serving on either, so a taken port fails
+    // the start without leaving a half-started daemon behind.
+    let status_listener = match &config.status_listen {
+        Some(addr) => Some(TcpListener::bind(addr).await.with_context(|| format!("binding status listener {addr}"))?),
+        None => None,
+    };
     let router = tonic::transport::Server::builder().add_service(grpc_server);
     let (grpc, socket, grpc_task) = match &config.listen {
         Listen::Unix(path) => {
@@ -107,9 +113,8 @@ pub async fn start(config: DaemonConfig) -> Result<Running> {
         }
     };
 
-    let (status, http_task) = match &config.status_listen {
-        Some(addr) => {
-            let listener = TcpListener::bind(addr).await.with_context(|| format!("binding status listener {addr}"))?;
+    let (status, http_task) = match status_listener {
+        Some(listener) => {
             let local = listener.local_addr()?;
             let app = crate::http::router(engine.clone(), grpc.to_string());
             let stopped = stopped();

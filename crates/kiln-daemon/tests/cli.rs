@@ -136,3 +136,21 @@ fn serve_replaces_a_stale_socket_refuses_a_live_one_and_stops_on_sigterm() {
     assert!(err.contains("kiln stopped"), "{err}");
     assert!(!sock.exists(), "socket removed on exit");
 }
+
+#[test]
+fn a_taken_status_port_fails_the_start_and_leaves_no_socket() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("kiln.sock");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let out = kiln()
+        .args(["serve", "--set", "engine.memory_budget_bytes=64MiB", "--status-listen"])
+        .arg(taken.local_addr().unwrap().to_string())
+        .arg("--listen")
+        .arg(format!("unix:{}", sock.display()))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(text(&out).contains("binding status listener"), "{}", text(&out));
+    assert!(!sock.exists(), "no socket left behind");
+}
