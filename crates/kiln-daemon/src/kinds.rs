@@ -1,7 +1,7 @@
 //! The proof-kind table: for each cuzk.v1 `ProofKind`, its default
 //! priority, a check of the request's wire shape, and the factory that turns
 //! the request into a [`JobSource`] (or none, when this build cannot prove
-//! the kind). Adding a kind is one entry in [`KINDS`]; nothing else in the
+//! the kind). Adding a kind is one entry in `KINDS`; nothing else in the
 //! daemon branches on kinds.
 //!
 //! The checks here are about the wire (sizes, encodings, required fields),
