@@ -397,6 +397,19 @@ mod tests {
         }
     }
 
+    /// docs/CONFIG.md must name every knob, the engine's included (which
+    /// kiln-pipeline may add to at any time).
+    #[test]
+    fn config_md_lists_every_knob() {
+        let doc = include_str!("../../../docs/CONFIG.md");
+        let engine = serde_json::to_value(EngineConfig::default()).unwrap();
+        let engine_keys = engine.as_object().unwrap().keys().cloned();
+        let top_keys = TOP_LEVEL.iter().map(|(k, _)| k.to_string());
+        for key in engine_keys.chain(top_keys) {
+            assert!(doc.contains(&format!("| `{key}` |")), "docs/CONFIG.md has no row for `{key}`");
+        }
+    }
+
     #[test]
     fn print_config_round_trips() {
         let c = resolve(&src(None, &[], &[("listen", "tcp:127.0.0.1:7"), ("engine.gpu_queue_depth", "2")])).unwrap();
