@@ -42,6 +42,13 @@ pub fn ensure_params(log: u32) -> ParamsFile {
     ParamsFile::open(&spec.path).unwrap()
 }
 
+/// The prover backend the test daemons use: `cpu` unless
+/// `KILN_E2E_BACKEND` says otherwise (`gpu` on a GPU host runs the same
+/// suite through the GPU backend).
+pub fn backend() -> String {
+    std::env::var("KILN_E2E_BACKEND").unwrap_or_else(|_| "cpu".into())
+}
+
 /// Which transport a test daemon listens on.
 #[derive(Clone, Copy, Debug)]
 pub enum Transport {
@@ -70,8 +77,7 @@ pub async fn start(transport: Transport, settings: &[(&str, &str)]) -> Daemon {
         ("status_listen".into(), "127.0.0.1:0".into()),
         ("params_dir".into(), params_dir().display().to_string()),
         ("shutdown_grace_secs".into(), "0".into()),
-        // The assertions about GPUs and pinned memory are for the CPU path.
-        ("backend".into(), "cpu".into()),
+        ("backend".into(), backend()),
         ("engine.memory_budget_bytes".into(), "256MiB".into()),
         ("engine.pin_host_buffers".into(), "false".into()),
         ("engine.synthesis_workers".into(), "2".into()),
