@@ -55,7 +55,7 @@ pub fn run(args: Args) -> Result<()> {
             let path = dir.join(format!("kiln-synthetic-{}-2^{}-4in-v1.params", kind.name(), log));
             let t = Instant::now();
             let params = Arc::new(
-                setup::load_or_generate(shape, &path, &mut rng, &|done, total| {
+                setup::load_or_generate(shape, &path, &mut rng, &|done, _total| {
                     if done == 0 {
                         eprintln!("generating parameters for {} 2^{log} (once; cached at {})", kind.name(), path.display())
                     }

@@ -164,9 +164,7 @@ impl ParamsFile {
             need(&format!("{} length", s.name()), at + 4)?;
             let len = read_u32(data, at) as usize;
             let offset = at + 4;
-            let end = offset
-                .checked_add(len.checked_mul(s.point_bytes()).unwrap_or(usize::MAX))
-                .unwrap_or(usize::MAX);
+            let end = offset.saturating_add(len.saturating_mul(s.point_bytes()));
             need(&format!("{} ({len} points)", s.name()), end)?;
             spans[s.index()] = Span { offset, len };
             at = end;

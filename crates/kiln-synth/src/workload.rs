@@ -81,7 +81,7 @@ impl SyntheticCircuit {
     /// The public inputs (without ONE) this instance exposes.
     pub fn public_inputs(&self) -> Vec<Scalar> {
         let seed = self.witness_seed.expect("public inputs need a witness seed");
-        let mut wr = ChaCha8Rng::seed_from_u64(seed ^ 0x1a7e_57);
+        let mut wr = ChaCha8Rng::seed_from_u64(seed ^ 0x001a_7e57);
         (0..self.inputs).map(|_| Scalar::random(&mut wr)).collect()
     }
 }
@@ -126,7 +126,7 @@ impl Circuit<Scalar> for SyntheticCircuit {
             let pick = |sr: &mut ChaCha8Rng, vars: &[(Variable, Val)]| vars[sr.gen_range(0..vars.len())];
             match self.kind {
                 WorkloadKind::Dense => {
-                    let fresh = |wr: &mut Option<ChaCha8Rng>| wr.as_mut().map(|r| Scalar::random(r));
+                    let fresh = |wr: &mut Option<ChaCha8Rng>| wr.as_mut().map(Scalar::random);
                     if vars.len() < 2 {
                         // Seed variables: v * 1 = v.
                         let val = fresh(&mut wr);
