@@ -84,7 +84,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
 
     let mut rng = rand::rngs::StdRng::from_entropy();
     let p = params.shape();
-    println!("{:>5} {:>12} {:>12} {:>12}  {}", "proof", "synth ms", "prove ms", "total ms", "result");
+    println!("{:>5} {:>12} {:>12} {:>12}  result", "proof", "synth ms", "prove ms", "total ms");
     let t_all = Instant::now();
     let mut prove_times = Vec::new();
     for i in 0..args.proofs {
