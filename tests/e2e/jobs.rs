@@ -35,8 +35,9 @@ async fn unix_socket_concurrent_mixed_priorities_all_verify() {
         let (req, r) = t.await.unwrap();
         assert_eq!(r.status(), Status::Completed, "{}: {}", req.request_id, r.error_message);
         verify(&req, &r.proof).unwrap_or_else(|e| panic!("{}: {e:#}", req.request_id));
+        // (srs_load, synthesis and gpu_compute are sums over partitions, so
+        // with several partitions in flight they may exceed total.)
         assert!(r.total_ms >= r.queue_wait_ms, "{r:?}");
-        assert!(r.total_ms >= r.srs_load_ms, "{r:?}");
     }
 
     d.wait_idle(Duration::from_secs(10)).await;
