@@ -28,6 +28,12 @@ impl ProverBackend for CpuBackend {
         "cpu".into()
     }
 
+    /// a/b/c are copied into domain-sized vectors, and the selected scalars
+    /// of the density-filtered MSMs are gathered: about the assignment's size.
+    fn host_scratch_ratio(&self) -> f64 {
+        1.0
+    }
+
     fn start(&self, params: &Arc<ParamsFile>, asg: Assignment) -> Result<Box<dyn PendingMsms>, ProveError> {
         let mut t = PhaseTimings::default();
         let shape = params.shape();

@@ -226,6 +226,11 @@ impl ProverBackend for GpuBackend {
         self.label.clone()
     }
 
+    /// a/b/c/aux go from the caller's (pinned) buffers straight to the device.
+    fn host_scratch_ratio(&self) -> f64 {
+        0.0
+    }
+
     fn start(&self, params: &Arc<ParamsFile>, asg: Assignment) -> Result<Box<dyn PendingMsms>, ProveError> {
         let mut t = PhaseTimings::default();
         let dev = &self.ctx.device;

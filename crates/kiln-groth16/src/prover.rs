@@ -78,6 +78,9 @@ pub trait ProverBackend: Send + Sync {
     /// buffers to their pool), possibly before the results are ready.
     /// The assignment's shape has already been checked against `params`.
     fn start(&self, params: &Arc<ParamsFile>, assignment: Assignment) -> Result<Box<dyn PendingMsms>, ProveError>;
+    /// Host memory `start` allocates for one proof, as a multiple of the
+    /// assignment's a/b/c + aux bytes (a pipeline reserves it in its budget).
+    fn host_scratch_ratio(&self) -> f64;
 }
 
 /// The Groth16 randomizers of one proof.

@@ -41,7 +41,7 @@ impl PartitionFootprint {
         let domain = shape.domain();
         let requested = shape.assignment_bytes();
         let buffer_bytes = PinnedPool::capacity_for(requested as usize) as u64;
-        let scratch_bytes = (requested as f64 * config.backend_scratch_ratio).ceil() as u64;
+        let scratch_bytes = (requested as f64 * config.backend_scratch_ratio.unwrap_or(1.0)).ceil() as u64;
         // Three density bitmaps (A aux, B inputs, B aux) and the inputs.
         let densities = (2 * shape.num_aux as u64 + shape.num_inputs as u64).div_ceil(8);
         let overhead_bytes = config.partition_overhead_bytes + densities + shape.num_inputs as u64 * SCALAR_BYTES;
@@ -133,7 +133,7 @@ mod tests {
 
     #[test]
     fn footprint_follows_the_shape() {
-        let cfg = EngineConfig { backend_scratch_ratio: 0.5, partition_overhead_bytes: 100, ..Default::default() };
+        let cfg = EngineConfig { backend_scratch_ratio: Some(0.5), partition_overhead_bytes: 100, ..Default::default() };
         let f = PartitionFootprint::of(&shape(1 << 12, 3000), &cfg);
         let abc_aux = (3 * 4096 + 3000) * 32;
         assert_eq!(f.buffer_request_bytes(), abc_aux);

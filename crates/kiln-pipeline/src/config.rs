@@ -52,8 +52,9 @@ pub struct EngineConfig {
     /// multiple of the partition's a/b/c + aux bytes; reserved with the
     /// partition and given back when the backend returns. The CPU backend
     /// copies a/b/c into its own vectors (1.0); a GPU backend that reads the
-    /// pool buffers directly needs about 0. Default 1.0 (the safe side).
-    pub backend_scratch_ratio: f64,
+    /// pool buffers directly needs about 0. Default: unset, meaning the
+    /// largest ratio the engine's backends report (`ProverBackend::host_scratch_ratio`).
+    pub backend_scratch_ratio: Option<f64>,
     /// Per-partition bookkeeping beyond its buffers (densities, inputs,
     /// proof state) reserved on top of what the shape implies. Default 1 MiB.
     pub partition_overhead_bytes: u64,
@@ -77,7 +78,7 @@ impl Default for EngineConfig {
             memory_margin_bytes: 4 << 30,
             pinned_pool_bytes: None,
             pin_host_buffers: true,
-            backend_scratch_ratio: 1.0,
+            backend_scratch_ratio: None,
             partition_overhead_bytes: 1 << 20,
             finished_job_retention_secs: 600,
             counter_log_interval_ms: 1000,
@@ -94,8 +95,8 @@ impl EngineConfig {
         if self.finalizer_threads == 0 {
             return Err("finalizer_threads must be at least 1".into());
         }
-        if !(self.backend_scratch_ratio.is_finite() && self.backend_scratch_ratio >= 0.0) {
-            return Err(format!("backend_scratch_ratio must be a non-negative number, not {}", self.backend_scratch_ratio));
+        if let Some(r) = self.backend_scratch_ratio.filter(|r| !(r.is_finite() && *r >= 0.0)) {
+            return Err(format!("backend_scratch_ratio must be a non-negative number, not {r}"));
         }
         if self.memory_budget_bytes == Some(0) {
             return Err("memory_budget_bytes must be more than 0".into());

@@ -174,7 +174,7 @@ impl Engine {
     /// GPU worker per entry of `backends` (list a backend twice for two
     /// workers on one GPU; an empty list means one [`kiln_groth16::CpuBackend`]
     /// worker), and `config.finalizer_threads` finalizers.
-    pub fn start(config: EngineConfig, backends: Vec<Arc<dyn ProverBackend>>) -> Result<Engine, EngineError> {
+    pub fn start(mut config: EngineConfig, backends: Vec<Arc<dyn ProverBackend>>) -> Result<Engine, EngineError> {
         config.validate().map_err(EngineError::Config)?;
         let budget = MemoryBudget::from_config(config.memory_budget_bytes, config.memory_margin_bytes)
             .map_err(|e| EngineError::Memory(e.to_string()))?;
@@ -182,6 +182,8 @@ impl Engine {
         let pool = if config.pin_host_buffers { PinnedPool::new(&budget, pool_cap) } else { PinnedPool::pageable(&budget, pool_cap) };
         let backends: Vec<Arc<dyn ProverBackend>> =
             if backends.is_empty() { vec![Arc::new(kiln_groth16::CpuBackend)] } else { backends };
+        // Unless configured, reserve what the hungriest backend says it needs.
+        config.backend_scratch_ratio.get_or_insert_with(|| backends.iter().map(|b| b.host_scratch_ratio()).fold(0.0, f64::max));
         let shared = Arc::new(Shared {
             srs: SrsManager::new(budget.clone(), pool.clone()),
             counters: StageCounters::new(config.counter_log_interval_ms),

@@ -164,4 +164,7 @@ impl ProverBackend for SlowBackend {
         std::thread::sleep(self.delay);
         CpuBackend.start(params, asg)
     }
+    fn host_scratch_ratio(&self) -> f64 {
+        CpuBackend.host_scratch_ratio()
+    }
 }
