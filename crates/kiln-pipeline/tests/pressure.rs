@@ -210,7 +210,8 @@ fn a_critical_job_overtakes_a_saturated_engine_and_meets_its_deadline() {
     // this machine proves them (under heavy load 11 were left once); what
     // must hold is that the queue had not drained and no big job finished.
     assert!(pending > 0, "the critical job waited for the queue to drain ({pending} partitions left, took {took:?})");
-    assert!(big.iter().all(|id| !engine.poll(id).is_final()));
+    let outcomes: Vec<_> = big.iter().map(|id| engine.poll(id)).collect();
+    assert!(outcomes.iter().all(|o| !o.is_final()), "a big job ended before the critical one (took {took:?}): {outcomes:?}");
     assert_eq!(s.jobs.deadline_missed, 0);
     eprintln!("critical job: {took:?} ({timings:?}); {pending} partitions of big jobs still queued");
     for id in &big {
