@@ -31,6 +31,10 @@ pub struct Args {
     /// Workload kinds (dense, filecoin-like).
     #[arg(long, value_delimiter = ',', default_value = "dense,filecoin-like")]
     kinds: Vec<WorkloadKind>,
+    /// Also time parameter generation, kiln's against bellperson's, for the
+    /// dense circuits up to this log size (bellperson's takes minutes above 2^16 on 2 cores).
+    #[arg(long)]
+    compare_setup_up_to: Option<u32>,
     /// Parameter cache directory (shared with `kiln demo`).
     #[arg(long, env = "KILN_PARAMS_DIR")]
     params_dir: Option<PathBuf>,
@@ -49,6 +53,9 @@ pub fn run(args: Args) -> Result<()> {
     println!("| circuit | constraints | bellperson ms | kiln ms | kiln / bellperson |");
     println!("| --- | --- | --- | --- | --- |");
     let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed);
+    if let Some(up_to) = args.compare_setup_up_to {
+        compare_setup(args.min_log..=up_to.min(args.max_log), &mut rng)?;
+    }
     for &kind in &args.kinds {
         for log in args.min_log..=args.max_log {
             let shape = SyntheticCircuit::filling_domain(kind, log, 4);
@@ -94,6 +101,24 @@ pub fn run(args: Args) -> Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+/// Parameter generation, kiln's generator against bellperson's, same circuit.
+fn compare_setup(logs: std::ops::RangeInclusive<u32>, rng: &mut rand::rngs::StdRng) -> Result<()> {
+    println!("| parameters for | bellperson generate s | kiln generate s | kiln / bellperson |");
+    println!("| --- | --- | --- | --- |");
+    for log in logs {
+        let c = SyntheticCircuit::filling_domain(WorkloadKind::Dense, log, 4);
+        let t = Instant::now();
+        setup::generate_with_bellperson(c, rng)?;
+        let b = t.elapsed();
+        let t = Instant::now();
+        setup::generate(c, rng)?;
+        let k = t.elapsed();
+        println!("| dense 2^{log} | {:.1} | {:.1} | {:.2} |", b.as_secs_f64(), k.as_secs_f64(), k.as_secs_f64() / b.as_secs_f64());
+    }
+    println!();
     Ok(())
 }
 
