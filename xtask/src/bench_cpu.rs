@@ -50,12 +50,12 @@ pub fn run(args: Args) -> Result<()> {
         rayon::current_num_threads(),
         args.proofs
     );
-    println!("| circuit | constraints | bellperson ms | kiln ms | kiln / bellperson |");
-    println!("| --- | --- | --- | --- | --- |");
     let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed);
     if let Some(up_to) = args.compare_setup_up_to {
         compare_setup(args.min_log..=up_to.min(args.max_log), &mut rng)?;
     }
+    println!("| circuit | constraints | bellperson ms | kiln ms | kiln / bellperson |");
+    println!("| --- | --- | --- | --- | --- |");
     for &kind in &args.kinds {
         for log in args.min_log..=args.max_log {
             let shape = SyntheticCircuit::filling_domain(kind, log, 4);
