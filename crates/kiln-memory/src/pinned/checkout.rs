@@ -61,6 +61,16 @@ impl Checkout {
         Poll::Ready(result)
     }
 
+    /// Leave the waiters' queue (if in it), returning a buffer that was
+    /// handed to this checkout before it left.
+    fn leave_queue(&mut self) -> Option<Block> {
+        let t = self.ticket.take()?;
+        let mut s = self.pool.inner.state.lock();
+        let handed = s.take_handed(t);
+        s.remove_waiter(t);
+        handed
+    }
+
     fn buffer(&self, block: Block) -> PinnedBuffer {
         PinnedBuffer::new(block, self.len, self.pool.inner.clone())
     }
@@ -166,18 +176,10 @@ impl Checkout {
         let inner = self.pool.inner.clone();
         // Leave the waiters' queue before the (slow) allocation; if a buffer
         // was handed to us in the meantime, take it instead.
-        if let Some(t) = self.ticket.take() {
-            let handed = {
-                let mut s = inner.state.lock();
-                let handed = s.take_handed(t);
-                s.remove_waiter(t);
-                handed
-            };
-            if let Some(block) = handed {
-                drop(reservation);
-                let buffer = self.buffer(block);
-                return self.finish(Ok(buffer));
-            }
+        if let Some(block) = self.leave_queue() {
+            drop(reservation);
+            let buffer = self.buffer(block);
+            return self.finish(Ok(buffer));
         }
         let started = Instant::now();
         match inner.allocator.allocate(self.class as usize) {
@@ -262,16 +264,8 @@ impl Drop for Checkout {
             return;
         }
         let inner = self.pool.inner.clone();
-        if let Some(t) = self.ticket.take() {
-            let handed = {
-                let mut s = inner.state.lock();
-                let handed = s.take_handed(t);
-                s.remove_waiter(t);
-                handed
-            };
-            if let Some(block) = handed {
-                super::PoolInner::give_back(&inner, block);
-            }
+        if let Some(block) = self.leave_queue() {
+            super::PoolInner::give_back(&inner, block);
         }
         self.reserve = None;
         if self.cap_claimed {
