@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
-use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use blstrs::{G1Projective, G2Projective, Scalar};
 use ff::Field;
 use group::Group;
 
-use crate::error::ProveError;
+use crate::error::{ParamsError, ProveError};
 use crate::msm::{msm_g1, msm_g2};
 use crate::ntt::{h_polynomial, Domain};
 use crate::params::{ParamsFile, Section};
@@ -84,29 +84,31 @@ fn select(values: &[Scalar], density: &Density) -> Vec<Scalar> {
 
 /// `sum scalars[i] * section[first + i]`, decoding points chunk by chunk.
 fn g1_section_msm(params: &ParamsFile, section: Section, first: usize, scalars: &[Scalar]) -> Result<G1Projective, ProveError> {
-    let mut acc = G1Projective::identity();
-    let mut pts: Vec<G1Affine> = Vec::new();
-    for (ci, s) in scalars.chunks(CHUNK).enumerate() {
-        if s.iter().all(|x| bool::from(x.is_zero())) {
-            continue;
-        }
-        let start = first + ci * CHUNK;
-        params.g1_points(section, start..start + s.len(), &mut pts)?;
-        acc += msm_g1(&pts, s);
-    }
-    Ok(acc)
+    chunked_msm(first, scalars, |range, pts| params.g1_points(section, range, pts), msm_g1)
 }
 
+/// The same over the b_g2 section.
 fn g2_msm(params: &ParamsFile, first: usize, scalars: &[Scalar]) -> Result<G2Projective, ProveError> {
-    let mut acc = G2Projective::identity();
-    let mut pts: Vec<G2Affine> = Vec::new();
+    chunked_msm(first, scalars, |range, pts| params.g2_points(range, pts), msm_g2)
+}
+
+/// Decode the points paired with each chunk of `scalars` (skipping chunks
+/// whose scalars are all zero) and sum the chunk MSMs.
+fn chunked_msm<A: Default + Copy, P: Group>(
+    first: usize,
+    scalars: &[Scalar],
+    decode: impl Fn(std::ops::Range<usize>, &mut Vec<A>) -> Result<(), ParamsError>,
+    msm: impl Fn(&[A], &[Scalar]) -> P,
+) -> Result<P, ProveError> {
+    let mut acc = P::identity();
+    let mut pts: Vec<A> = Vec::new();
     for (ci, s) in scalars.chunks(CHUNK).enumerate() {
         if s.iter().all(|x| bool::from(x.is_zero())) {
             continue;
         }
         let start = first + ci * CHUNK;
-        params.g2_points(start..start + s.len(), &mut pts)?;
-        acc += msm_g2(&pts, s);
+        decode(start..start + s.len(), &mut pts)?;
+        acc += msm(&pts, s);
     }
     Ok(acc)
 }
