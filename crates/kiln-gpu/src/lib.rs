@@ -31,6 +31,7 @@ pub mod host;
 mod launch;
 mod msm;
 mod ntt;
+pub mod nvml;
 
 pub use buffers::{DeviceG1, DeviceG2, DeviceScalars};
 pub use device::{DeviceInfo, GpuDevice, GpuStream};
