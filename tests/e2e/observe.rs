@@ -45,6 +45,8 @@ async fn status_and_metrics_over_http_and_grpc() {
     let st = d.status_json().await;
     assert_eq!(st["version"], env!("CARGO_PKG_VERSION"));
     assert!(st["listen"].as_str().unwrap().starts_with("unix:"), "{st:#}");
+    assert_eq!(st["process"]["pid"], std::process::id(), "the daemon runs in this test's process");
+    assert!(st["process"]["rss_bytes"].as_u64().unwrap() > 0, "{st:#}");
     let e = &st["engine"];
     assert_eq!(e["budget"]["total"], 192u64 << 20);
     assert_eq!(e["jobs"]["completed"], 1);

@@ -17,7 +17,36 @@ struct StatusDoc {
     version: &'static str,
     /// The gRPC listener, e.g. `unix:/run/kiln/kiln.sock`.
     listen: String,
+    /// The daemon process itself (RSS includes what the budget does not
+    /// count: code, heap, the runtime), so a soak connected to a running
+    /// daemon can compare it with the budget.
+    process: ProcessDoc,
     engine: kiln_pipeline::EngineStatus,
+}
+
+#[derive(Serialize)]
+struct ProcessDoc {
+    pid: u32,
+    /// Resident set now (`VmRSS`), bytes; absent where /proc is not mounted.
+    rss_bytes: Option<u64>,
+    /// Highest resident set since the process started (`VmHWM`), bytes.
+    rss_peak_bytes: Option<u64>,
+}
+
+impl ProcessDoc {
+    fn now() -> Self {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        Self {
+            pid: std::process::id(),
+            rss_bytes: proc_status_kib(&status, "VmRSS:").map(|k| k * 1024),
+            rss_peak_bytes: proc_status_kib(&status, "VmHWM:").map(|k| k * 1024),
+        }
+    }
+}
+
+/// A `Name:   1234 kB` line of /proc/PID/status, in KiB.
+fn proc_status_kib(status: &str, name: &str) -> Option<u64> {
+    status.lines().find_map(|l| l.strip_prefix(name))?.split_whitespace().next()?.parse().ok()
 }
 
 #[derive(Clone)]
@@ -36,7 +65,12 @@ pub fn router(engine: Engine, listen: String) -> Router {
 }
 
 async fn status(State(s): State<AppState>) -> Json<StatusDoc> {
-    Json(StatusDoc { version: env!("CARGO_PKG_VERSION"), listen: s.listen.clone(), engine: s.engine.status() })
+    Json(StatusDoc {
+        version: env!("CARGO_PKG_VERSION"),
+        listen: s.listen.clone(),
+        process: ProcessDoc::now(),
+        engine: s.engine.status(),
+    })
 }
 
 async fn metrics(State(s): State<AppState>) -> Response {
@@ -54,4 +88,19 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     axum::serve(listener, router).with_graceful_shutdown(shutdown).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_status_lines_are_read_in_kib() {
+        let status = "Name:\tkiln\nVmHWM:\t  204800 kB\nVmRSS:\t   10240 kB\n";
+        assert_eq!(proc_status_kib(status, "VmRSS:"), Some(10240));
+        assert_eq!(proc_status_kib(status, "VmHWM:"), Some(204800));
+        assert_eq!(proc_status_kib(status, "VmSwap:"), None);
+        let me = ProcessDoc::now();
+        assert!(me.rss_bytes.unwrap() > 0 && me.rss_peak_bytes.unwrap() >= me.rss_bytes.unwrap());
+    }
 }
