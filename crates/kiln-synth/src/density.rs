@@ -96,8 +96,15 @@ impl Density {
     }
 
     /// Append `other`'s bits, skipping its first variable (the sub-system's own
-    /// copy of the constant ONE input, as bellperson's `extend` does).
+    /// copy of the constant ONE input, as bellperson's `extend` does). ONE is
+    /// ONE in both systems, so its bit is OR-ed into ours: a sub-system that
+    /// uses ONE in B makes ONE dense in B (bellperson's `DensityTracker::extend`
+    /// does the same; dropping it made extended circuits, e.g. Filecoin's
+    /// PoSt, disagree with their parameters by one B point).
     pub fn extend_skip_first(&mut self, other: &Density) {
+        if other.len > 0 && other.get(0) && self.len > 0 {
+            self.set(0);
+        }
         let base = self.len;
         let add = other.len.saturating_sub(1);
         self.len += add;
@@ -139,6 +146,9 @@ mod tests {
         assert_eq!(c.iter_set().collect::<Vec<_>>(), vec![69, 70, 72]);
         a.extend_skip_first(&b);
         assert_eq!(a.len(), 72);
-        assert_eq!(a.iter_set().collect::<Vec<_>>(), vec![69, 71]);
+        assert_eq!(a.iter_set().collect::<Vec<_>>(), vec![0, 69, 71], "other's ONE bit lands on ours");
+        let mut d = Density::with_len(2);
+        d.extend_skip_first(&Density::with_len(3));
+        assert_eq!(d.count(), 0, "an unset ONE bit sets nothing");
     }
 }
