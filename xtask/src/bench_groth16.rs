@@ -4,8 +4,8 @@
 //! It builds three things, then runs the driver:
 //! - the kernels (`cargo xtask kernels`, which also finds or installs nvcc),
 //! - the peer, `bench/peer-supraseal`: its own Cargo workspace (so bellperson's
-//!   `cuda-supraseal` never unifies with kiln's bellperson), built `--locked`
-//!   with that nvcc into target/peer-supraseal (sppark compiles with nvcc; no
+//!   `cuda-supraseal` never unifies with kiln's bellperson; versions pinned by
+//!   its own Cargo.lock), built with that nvcc into target/peer-supraseal (sppark compiles with nvcc; no
 //!   GPU is needed to build),
 //! - the driver, xtask's `bench-groth16` binary (release).
 //!
@@ -69,7 +69,9 @@ fn build_peer(root: &Path, target: &Path, cuda_root: &Path) -> Result<PathBuf> {
     let rustflags = format!("-L {} -L {}", cuda_root.join("lib").display(), cuda_root.join("lib64").display());
     let mut cmd = Command::new(env!("CARGO"));
     cmd.current_dir(root.join("bench/peer-supraseal"))
-        .args(["build", "--release", "--locked", "--target-dir"])
+        // Not `--locked`: a dependency added to kiln-synth (a path dependency)
+        // must not break this build; the lock still pins every version it has.
+        .args(["build", "--release", "--target-dir"])
         .arg(&peer_target)
         .env("CUDA_HOME", cuda_root)
         .env("CUDA_PATH", cuda_root)
