@@ -10,44 +10,66 @@
 
 // Carry-chain primitives (PTX). The carry flag lives between consecutive
 // volatile asm statements of one chain; only other chain members sit there.
+// Without __CUDA_ARCH__ (host compilation of the unit test in
+// cuda/test/field_host.cpp) the flag is emulated, so the chain logic can be
+// checked on a machine without a GPU.
+#ifdef __CUDA_ARCH__
+#define KILN_PTX(op, ...) asm volatile(op : __VA_ARGS__)
+#endif
 namespace ptx {
-__device__ __forceinline__ uint32_t mad_lo_cc(uint32_t a, uint32_t b, uint32_t c) {
-    uint32_t r; asm volatile("mad.lo.cc.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r;
-}
-__device__ __forceinline__ uint32_t madc_lo_cc(uint32_t a, uint32_t b, uint32_t c) {
-    uint32_t r; asm volatile("madc.lo.cc.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r;
-}
-__device__ __forceinline__ uint32_t madc_hi_cc(uint32_t a, uint32_t b, uint32_t c) {
-    uint32_t r; asm volatile("madc.hi.cc.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r;
+#ifdef __CUDA_ARCH__
+__device__ __forceinline__ uint32_t add_cc(uint32_t a, uint32_t b) {
+    uint32_t r; KILN_PTX("add.cc.u32 %0, %1, %2;", "=r"(r) : "r"(a), "r"(b)); return r;
 }
 __device__ __forceinline__ uint32_t addc_cc(uint32_t a, uint32_t b) {
-    uint32_t r; asm volatile("addc.cc.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r;
+    uint32_t r; KILN_PTX("addc.cc.u32 %0, %1, %2;", "=r"(r) : "r"(a), "r"(b)); return r;
 }
 __device__ __forceinline__ uint32_t addc(uint32_t a, uint32_t b) {
-    uint32_t r; asm volatile("addc.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r;
+    uint32_t r; KILN_PTX("addc.u32 %0, %1, %2;", "=r"(r) : "r"(a), "r"(b)); return r;
 }
-// t[0..N+2) += a[0..N) * b, as two chains: even limbs' (lo, hi) into
-// (t[j], t[j+1]) for even j, then odd limbs' for odd j. Each lo/hi pair of
-// one product is adjacent in its chain, which ptxas turns into one wide IMAD.
-template <int N>
-__device__ __forceinline__ void mac_row(uint32_t t[N + 2], const uint32_t a[N], uint32_t b) {
-    t[0] = mad_lo_cc(a[0], b, t[0]);
-    t[1] = madc_hi_cc(a[0], b, t[1]);
+__device__ __forceinline__ uint32_t mad_lo_cc(uint32_t a, uint32_t b, uint32_t c) {
+    uint32_t r; KILN_PTX("mad.lo.cc.u32 %0, %1, %2, %3;", "=r"(r) : "r"(a), "r"(b), "r"(c)); return r;
+}
+__device__ __forceinline__ uint32_t madc_lo_cc(uint32_t a, uint32_t b, uint32_t c) {
+    uint32_t r; KILN_PTX("madc.lo.cc.u32 %0, %1, %2, %3;", "=r"(r) : "r"(a), "r"(b), "r"(c)); return r;
+}
+__device__ __forceinline__ uint32_t madc_hi_cc(uint32_t a, uint32_t b, uint32_t c) {
+    uint32_t r; KILN_PTX("madc.hi.cc.u32 %0, %1, %2, %3;", "=r"(r) : "r"(a), "r"(b), "r"(c)); return r;
+}
+__device__ __forceinline__ uint32_t madc_hi(uint32_t a, uint32_t b, uint32_t c) {
+    uint32_t r; KILN_PTX("madc.hi.u32 %0, %1, %2, %3;", "=r"(r) : "r"(a), "r"(b), "r"(c)); return r;
+}
+#else
+inline thread_local uint32_t host_cf = 0;
+inline uint32_t host_add(uint64_t s, bool keep) { if (keep) host_cf = (uint32_t)(s >> 32); return (uint32_t)s; }
+inline uint32_t add_cc(uint32_t a, uint32_t b) { return host_add((uint64_t)a + b, true); }
+inline uint32_t addc_cc(uint32_t a, uint32_t b) { return host_add((uint64_t)a + b + host_cf, true); }
+inline uint32_t addc(uint32_t a, uint32_t b) { return host_add((uint64_t)a + b + host_cf, false); }
+inline uint32_t lo(uint32_t a, uint32_t b) { return (uint32_t)((uint64_t)a * b); }
+inline uint32_t hi(uint32_t a, uint32_t b) { return (uint32_t)(((uint64_t)a * b) >> 32); }
+inline uint32_t mad_lo_cc(uint32_t a, uint32_t b, uint32_t c) { return host_add((uint64_t)lo(a, b) + c, true); }
+inline uint32_t madc_lo_cc(uint32_t a, uint32_t b, uint32_t c) { return host_add((uint64_t)lo(a, b) + c + host_cf, true); }
+inline uint32_t madc_hi_cc(uint32_t a, uint32_t b, uint32_t c) { return host_add((uint64_t)hi(a, b) + c + host_cf, true); }
+inline uint32_t madc_hi(uint32_t a, uint32_t b, uint32_t c) { return host_add((uint64_t)hi(a, b) + c + host_cf, false); }
+#endif
+
+// Chains over limb pairs. A product a[2k+s] * b of a row is added to a
+// 64-bit pair (acc[2k], acc[2k+1]) of one accumulator, so each pair stays
+// an aligned register pair and ptxas makes every lo/hi couple one
+// IMAD.WIDE.U32(.X): no moves between products.
+
+// acc[2k..2k+1] += a[2k+S] * b over k as one carry chain. CI: take the
+// flag set before as carry into acc[0]; CO: leave the top's carry in the
+// flag (else the caller knows there is none).
+template <int N, int S, bool CI, bool CO>
+__device__ __forceinline__ void mac_pairs(uint32_t acc[N], const uint32_t a[N], uint32_t b) {
+    acc[0] = CI ? madc_lo_cc(a[S], b, acc[0]) : mad_lo_cc(a[S], b, acc[0]);
 #pragma unroll
-    for (int j = 2; j < N; j += 2) {
-        t[j] = madc_lo_cc(a[j], b, t[j]);
-        t[j + 1] = madc_hi_cc(a[j], b, t[j + 1]);
+    for (int k = 0; k < N; k += 2) {
+        if (k > 0) acc[k] = madc_lo_cc(a[k + S], b, acc[k]);
+        if (CO || k + 2 < N) acc[k + 1] = madc_hi_cc(a[k + S], b, acc[k + 1]);
+        else acc[k + 1] = madc_hi(a[k + S], b, acc[k + 1]);
     }
-    t[N] = addc_cc(t[N], 0);
-    t[N + 1] = addc(t[N + 1], 0);
-    t[1] = mad_lo_cc(a[1], b, t[1]);
-    t[2] = madc_hi_cc(a[1], b, t[2]);
-#pragma unroll
-    for (int j = 3; j < N; j += 2) {
-        t[j] = madc_lo_cc(a[j], b, t[j]);
-        t[j + 1] = madc_hi_cc(a[j], b, t[j + 1]);
-    }
-    t[N + 1] = addc(t[N + 1], 0);
 }
 }  // namespace ptx
 
@@ -158,27 +180,48 @@ struct alignas(16) Fe {
     __device__ __forceinline__ Fe neg() const { return is_zero() ? *this : zero() - *this; }
     __device__ __forceinline__ Fe dbl() const { return *this + *this; }
 
-    // Montgomery product a*b*R^-1 mod p: CIOS over 32-bit limbs, rows as
-    // PTX carry chains (ptx::mac_row). N is even for both fields.
+    // Montgomery product a*b*R^-1 mod p: CIOS over 32-bit limbs with the
+    // running sum T kept in two accumulators, T = Z + X + 2^32 Y, so every
+    // product lands on an aligned limb pair (ptx::mac_pairs): even limbs of
+    // a and p go to X, odd limbs to Y (one limb up). A row adds a * b_i,
+    // picks m from T's low limb (which is X[0] + Z), adds m * p and divides
+    // by 2^32: then X[1] becomes the next Z, Y the next X, and X[2..] the next
+    // Y - a shift by whole pairs, folded into the next row's chain.
+    // Bounds: T < 2p * 2^32 < 2^(32(N+1)) throughout (p < 2^(32N-1)), and
+    // X, Y, Z >= 0 add up to T exactly, so Y never carries out of its top.
     __device__ __forceinline__ friend Fe operator*(const Fe& a, const Fe& b) {
-        static_assert(N % 2 == 0, "mac_row pairs limbs");
-        uint32_t t[N + 2], p[N];
+        static_assert(N % 2 == 0, "limbs are handled in pairs");
+        uint32_t X[N], Y[N], p[N], Z = 0;
 #pragma unroll
-        for (int i = 0; i < N + 2; i++) t[i] = 0;
-#pragma unroll
-        for (int i = 0; i < N; i++) p[i] = P::mod(i);
+        for (int i = 0; i < N; i++) { X[i] = 0; Y[i] = 0; p[i] = P::mod(i); }
 #pragma unroll
         for (int i = 0; i < N; i++) {
-            ptx::mac_row<N>(t, a.v, b.v[i]);
-            const uint32_t m = t[0] * P::INV;
-            ptx::mac_row<N>(t, p, m);  // t[0] becomes 0
+            // T += a * b_i. Z joins X[0]; that carry belongs one limb up,
+            // where the Y chain starts.
+            X[0] = ptx::add_cc(X[0], Z);
+            ptx::mac_pairs<N, 1, true, false>(Y, a.v, b.v[i]);
+            ptx::mac_pairs<N, 0, false, true>(X, a.v, b.v[i]);
+            Y[N - 1] = ptx::addc(Y[N - 1], 0);  // X's top carry, position N
+            // T += m * p with m chosen so that T's low limb becomes 0.
+            const uint32_t m = X[0] * P::INV;
+            ptx::mac_pairs<N, 1, false, false>(Y, p, m);
+            ptx::mac_pairs<N, 0, false, true>(X, p, m);
+            Y[N - 1] = ptx::addc(Y[N - 1], 0);
+            // T /= 2^32: X[0] is 0 now.
+            Z = X[1];
 #pragma unroll
-            for (int j = 0; j <= N; j++) t[j] = t[j + 1];
-            t[N + 1] = 0;
+            for (int k = 0; k < N; k++) {
+                const uint32_t y = Y[k];
+                Y[k] = k + 2 < N ? X[k + 2] : 0;
+                X[k] = y;
+            }
         }
+        // T = Z + X + 2^32 Y < 2p < 2^(32N): Y's top limb and the last
+        // carry are 0.
         Fe r;
+        r.v[0] = ptx::add_cc(X[0], Z);
 #pragma unroll
-        for (int i = 0; i < N; i++) r.v[i] = t[i];
+        for (int k = 1; k < N; k++) r.v[k] = k + 1 < N ? ptx::addc_cc(X[k], Y[k - 1]) : ptx::addc(X[k], Y[k - 1]);
         return reduce_once(r);
     }
 

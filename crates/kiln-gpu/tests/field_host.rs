@@ -1,0 +1,90 @@
+//! The Montgomery product of cuda/field.cuh, checked on the CPU: the header is
+//! compiled as host C++ (g++, with the PTX carry flag emulated) and fed
+//! random and edge operands whose expected products come from blstrs (Fr)
+//! and from big-integer arithmetic (Fp: blstrs does not export its Fp). This
+//! runs on machines without a GPU, so every CI run checks the carry-chain
+//! logic the kernels use; the GPU run (examples/gpu_check) checks the same
+//! code as PTX.
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use blstrs::Scalar;
+use ff::{Field, PrimeField};
+use num_bigint::{BigUint, RandBigInt};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+fn fr_limbs(x: &Scalar) -> [u64; 4] {
+    // SAFETY: blstrs' Scalar is repr(transparent) over blst_fr, four
+    // little-endian u64 limbs in Montgomery form.
+    unsafe { std::mem::transmute::<Scalar, [u64; 4]>(*x) }
+}
+
+const FP_MODULUS: &str = "1a0111ea397fe69a4b1ba7b6434bacd764774b84f38512bf6730d2a0f6b0f6241eabfffeb153ffffb9feffffffffaaab";
+
+fn fp_limbs(x: &BigUint) -> [u64; 6] {
+    let mut out = [0u64; 6];
+    for (o, d) in out.iter_mut().zip(x.to_u64_digits()) {
+        *o = d;
+    }
+    out
+}
+
+/// 32-bit limbs, low first, as the CUDA code holds them.
+fn words(limbs: &[u64]) -> String {
+    limbs.iter().flat_map(|l| [*l as u32, (*l >> 32) as u32]).map(|w| format!("{w:x}")).collect::<Vec<_>>().join(" ")
+}
+
+fn compile() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../cuda");
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("field_host");
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    let status = Command::new(&cxx)
+        .args(["-O2", "-std=c++17", "-Wall", "-o"])
+        .arg(&out)
+        .arg(root.join("test/field_host.cpp"))
+        .status()
+        .unwrap_or_else(|e| panic!("running {cxx} (a C++ compiler is needed for this test): {e}"));
+    assert!(status.success(), "{cxx} failed on cuda/test/field_host.cpp");
+    out
+}
+
+#[test]
+fn montgomery_products_match_blstrs() {
+    let mut rng = ChaCha8Rng::seed_from_u64(0x6b696c6e);
+    let fr_edge = [Scalar::ZERO, Scalar::ONE, -Scalar::ONE, -Scalar::ONE.double(), Scalar::from(2u64), Scalar::ROOT_OF_UNITY];
+    // Fp operands are raw Montgomery limbs (any value below p); the product
+    // is a * b * 2^-384 mod p.
+    let p = BigUint::parse_bytes(FP_MODULUS.as_bytes(), 16).unwrap();
+    let r_inv = (BigUint::from(1u8) << 384u32).modinv(&p).unwrap();
+    let one = BigUint::from(1u8);
+    let fp_edge = [BigUint::from(0u8), one.clone(), &p - 1u8, &p - 2u8, BigUint::from(2u8), (&one << 384u32) % &p];
+    let mut input = String::new();
+    let mut count = 0;
+    let fr: Vec<Scalar> = fr_edge.iter().copied().chain((0..2000).map(|_| Scalar::random(&mut rng))).collect();
+    let fp: Vec<BigUint> = fp_edge.iter().cloned().chain((0..2000).map(|_| rng.gen_biguint_below(&p))).collect();
+    for (i, a) in fr.iter().enumerate() {
+        // Every edge value against every value, random pairs otherwise.
+        let others: Vec<&Scalar> = if i < fr_edge.len() { fr.iter().collect() } else { vec![&fr[(i * 7919) % fr.len()]] };
+        for b in others {
+            input += &format!("fr {} {} {}\n", words(&fr_limbs(a)), words(&fr_limbs(b)), words(&fr_limbs(&(a * b))));
+            count += 1;
+        }
+    }
+    for (i, a) in fp.iter().enumerate() {
+        let others: Vec<&BigUint> = if i < fp_edge.len() { fp.iter().collect() } else { vec![&fp[(i * 7919) % fp.len()]] };
+        for b in others {
+            let product = a * b * &r_inv % &p;
+            input += &format!("fp {} {} {}\n", words(&fp_limbs(a)), words(&fp_limbs(b)), words(&fp_limbs(&product)));
+            count += 1;
+        }
+    }
+    let exe = compile();
+    let mut child = Command::new(&exe).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("run field_host");
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "field_host: {text}");
+    assert_eq!(text.trim(), format!("0 of {count} products wrong"));
+}
