@@ -43,7 +43,8 @@ struct Xyzz {
     }
 
     // this += affine q (madd-2008-s), doubling and inverse cases handled.
-    __device__ __noinline__ void add_affine(const Affine<F>& q) {
+    __device__ __noinline__ void add_affine(const Affine<F>& q) { add_affine_inl(q); }
+    __device__ __forceinline__ void add_affine_inl(const Affine<F>& q) {
         if (q.is_inf()) return;
         if (is_inf()) {
             X = q.x; Y = q.y; ZZ = F::one(); ZZZ = F::one();
@@ -54,20 +55,7 @@ struct Xyzz {
         F P = U2 - X;
         F R = S2 - Y;
         if (P.is_zero()) {
-            if (R.is_zero()) {  // same point: mdbl-2008-s
-                F U = q.y.dbl();
-                F V = U.sqr();
-                F W = U * V;
-                F S = q.x * V;
-                F X2 = q.x.sqr();
-                F M = X2.dbl() + X2;
-                X = M.sqr() - S.dbl();
-                Y = M * (S - X) - W * q.y;
-                ZZ = V;
-                ZZZ = W;
-            } else {  // q = -this
-                *this = inf();
-            }
+            add_affine_equal_x(q, R.is_zero());
             return;
         }
         F PP = P.sqr();
@@ -78,6 +66,26 @@ struct Xyzz {
         X = X3;
         ZZ = ZZ * PP;
         ZZZ = ZZZ * PPP;
+    }
+
+    // this += q where q.x = x: 2q if also q.y = y (mdbl-2008-s), else 0.
+    // Inlined: out of line, the call made the accumulator addressable and
+    // ptxas kept it in local memory across the whole accumulation loop.
+    __device__ __forceinline__ void add_affine_equal_x(const Affine<F>& q, bool same) {
+        if (!same) {
+            *this = inf();
+            return;
+        }
+        F U = q.y.dbl();
+        F V = U.sqr();
+        F W = U * V;
+        F S = q.x * V;
+        F X2 = q.x.sqr();
+        F M = X2.dbl() + X2;
+        X = M.sqr() - S.dbl();
+        Y = M * (S - X) - W * q.y;
+        ZZ = V;
+        ZZZ = W;
     }
 
     // this += q, both XYZZ (add-2008-s).

@@ -150,7 +150,7 @@ __device__ __forceinline__ uint32_t bucket_of(const uint32_t* off, uint32_t B, u
     return lo;
 }
 
-template <class F>
+template <class F, bool INL>
 __device__ __forceinline__ void bucket_acc(const Affine<F>* points, const uint32_t* sorted,
                                            const uint32_t* offsets, const uint32_t* counts, uint32_t n,
                                            uint32_t c, uint32_t windows, uint32_t K, Xyzz<F>* buckets,
@@ -167,22 +167,32 @@ __device__ __forceinline__ void bucket_acc(const Affine<F>* points, const uint32
     if (lo >= total) return;
     const uint32_t hi = min(lo + K, total);
     const uint32_t* list = sorted + (size_t)w * n;
-    uint32_t pos = lo;
-    while (pos < hi) {
-        uint32_t b = bucket_of(off, B, pos);
-        uint32_t start = off[b], end = start + cnt[b];
-        uint32_t stop = min(end, hi);
-        Xyzz<F> acc = Xyzz<F>::inf();
-        for (; pos < stop; pos++) {
-            uint32_t e = list[pos];
-            Affine<F> q = points[e & 0x7fffffffu];
-            if (e >> 31) q.y = q.y.neg();
-            acc.add_affine(q);
+    uint32_t b = bucket_of(off, B, lo);
+    uint32_t start = off[b], end = start + cnt[b];
+    // Where a finished run goes: see the comment above.
+    auto flush = [&](const Xyzz<F>& acc) {
+        if (start < lo) first[g] = acc;
+        else if (end > hi) last[g] = acc;
+        else buckets[(size_t)w * B + b] = acc;
+    };
+    // One flat loop, one addition per step for every lane: bucket changes
+    // are a short divergent flush, so the warp stays converged on the
+    // additions (nested per-bucket loops left ~40 % of lanes idle).
+    Xyzz<F> acc = Xyzz<F>::inf();
+    for (uint32_t pos = lo; pos < hi; pos++) {
+        if (pos == end) {
+            flush(acc);
+            acc = Xyzz<F>::inf();
+            b = bucket_of(off, B, pos);
+            start = pos;
+            end = pos + cnt[b];
         }
-        if (start < lo) first[g] = acc;        // began in an earlier chunk
-        else if (end > hi) last[g] = acc;      // goes on in later chunks
-        else buckets[(size_t)w * B + b] = acc;  // whole bucket in this chunk
+        uint32_t e = list[pos];
+        Affine<F> q = points[e & 0x7fffffffu];
+        if (e >> 31) q.y = q.y.neg();
+        if (INL) acc.add_affine_inl(q); else acc.add_affine(q);
     }
+    flush(acc);
 }
 
 // Adds the partial sums of buckets that cross chunk edges.
@@ -260,13 +270,13 @@ __device__ __forceinline__ void ones_sum(const Affine<F>* points, Selection sel,
     out[t] = acc;
 }
 
-#define KILN_MSM_CURVE(SUFFIX, F)                                                                       \
+#define KILN_MSM_CURVE(SUFFIX, F, INL)                                                                       \
     extern "C" __global__ void kiln_msm_bucket_acc_##SUFFIX(const Affine<F>* points, const uint32_t* sorted, \
                                                             const uint32_t* offsets, const uint32_t* counts, \
                                                             uint32_t n, uint32_t c, uint32_t windows,        \
                                                             uint32_t K, Xyzz<F>* buckets, Xyzz<F>* first,    \
                                                             Xyzz<F>* last) {                                 \
-        bucket_acc<F>(points, sorted, offsets, counts, n, c, windows, K, buckets, first, last);             \
+        bucket_acc<F, INL>(points, sorted, offsets, counts, n, c, windows, K, buckets, first, last);             \
     }                                                                                                       \
     extern "C" __global__ void kiln_msm_bucket_fix_##SUFFIX(const uint32_t* offsets, const uint32_t* counts, \
                                                             uint32_t n, uint32_t c, uint32_t windows,        \
@@ -288,5 +298,5 @@ __device__ __forceinline__ void ones_sum(const Affine<F>* points, Selection sel,
         ones_sum<F>(points, sel, cls, n, chunk, out);                                                       \
     }
 
-KILN_MSM_CURVE(g1, Fp)
-KILN_MSM_CURVE(g2, Fp2)
+KILN_MSM_CURVE(g1, Fp, true)
+KILN_MSM_CURVE(g2, Fp2, false)
