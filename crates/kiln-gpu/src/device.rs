@@ -48,7 +48,7 @@ impl GpuDevice {
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return Err(GpuError::NoDriver);
         }
-        let fatbin = crate::launch::fatbin().ok_or(GpuError::NoKernels)?;
+        let fatbin = crate::launch::fatbin()?;
         let count = Self::count();
         if ordinal >= count {
             return Err(GpuError::InvalidArgument(format!("device {ordinal} of {count}")));

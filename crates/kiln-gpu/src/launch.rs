@@ -10,11 +10,18 @@ use crate::error::GpuError;
 #[cfg(kiln_kernels)]
 static FATBIN: &[u8] = include_bytes!(env!("KILN_FATBIN_PATH"));
 
-pub(crate) fn fatbin() -> Option<&'static [u8]> {
+/// The kernels to load: `$KILN_KERNELS_FILE` when set (a fatbin or cubin
+/// from `cargo xtask kernels`, so kernel variants can be timed with one
+/// binary), else the embedded fatbin.
+pub(crate) fn fatbin() -> Result<Vec<u8>, GpuError> {
+    if let Some(path) = std::env::var_os("KILN_KERNELS_FILE") {
+        return std::fs::read(&path)
+            .map_err(|e| GpuError::InvalidArgument(format!("KILN_KERNELS_FILE {}: {e}", path.to_string_lossy())));
+    }
     #[cfg(kiln_kernels)]
-    return Some(FATBIN);
+    return Ok(FATBIN.to_vec());
     #[cfg(not(kiln_kernels))]
-    None
+    Err(GpuError::NoKernels)
 }
 
 /// Mirrors `struct Scale` in cuda/ntt.cuh: optional per-element factor
@@ -44,8 +51,8 @@ macro_rules! kernels {
     ($($field:ident),* $(,)?) => {
         pub(crate) struct Kernels { $(pub $field: CudaFunction,)* }
         impl Kernels {
-            pub fn load(ctx: &Arc<CudaContext>, fatbin: &[u8]) -> Result<Self, GpuError> {
-                let module = ctx.load_module(Ptx::from_binary(fatbin.to_vec()))?;
+            pub fn load(ctx: &Arc<CudaContext>, fatbin: Vec<u8>) -> Result<Self, GpuError> {
+                let module = ctx.load_module(Ptx::from_binary(fatbin))?;
                 Ok(Self { $($field: module.load_function(concat!("kiln_", stringify!($field)))?,)* })
             }
         }
