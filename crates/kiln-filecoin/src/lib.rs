@@ -1,0 +1,104 @@
+//! kiln-filecoin: the Filecoin proof kinds. It turns cuzk.v1 payloads into
+//! partition circuits and parameter identities with filecoin-proofs 19
+//! (CPU features only: kiln does the proving), and kiln's partition proofs
+//! back into exactly the bytes filecoin-proofs' own prover returns.
+//!
+//! One [`JobSource`](kiln_pipeline::JobSource) per kind: [`porep`] (C2 from
+//! Curio's C1 envelope), [`snap`] (SnapDeals from vanilla partition
+//! proofs), [`post`] (WindowPoSt partitions and WinningPoSt). The answer of
+//! every kind is its partition proofs (192 bytes each) in partition order,
+//! which is what filecoin-proofs writes too, so the pipeline's default
+//! `finalize` packs it.
+//!
+//! Parameters ([`params`]) live where filecoin-proofs keeps them
+//! (`FIL_PROOFS_PARAMETER_CACHE`, its file names); test sector sizes are
+//! generated on first use with kiln's generator, production ones never.
+//! [`vanilla`] makes real inputs of every kind on the CPU (seal a random
+//! sector, C1, vanilla proofs) and [`verify`] checks answers with
+//! filecoin-proofs' verifiers: for tests, demos and benchmarks.
+
+use bellperson::SynthesisError;
+use kiln_pipeline::SrsSpec;
+use kiln_synth::SynthError;
+
+pub mod params;
+pub mod payload;
+pub mod porep;
+pub mod post;
+pub mod registered;
+pub mod snap;
+pub mod vanilla;
+pub mod verify;
+
+pub use filecoin_proofs::PoStType;
+pub use params::ParamSet;
+
+/// A circuit that could not be built from its (already checked) inputs.
+pub(crate) fn circuit_error(msg: String) -> SynthError {
+    SynthError::Circuit(SynthesisError::IoError(std::io::Error::other(msg)))
+}
+
+/// The parameter set named `id`, for preloading and eviction: a short name
+/// (`porep-2KiB`, `snap-32GiB`, `window-post-2KiB`, `winning-post-8MiB`;
+/// the current registered proof of that kind and size) or filecoin-proofs'
+/// cache id itself (`stacked-proof-of-replication-...`, what kiln's SRS ids
+/// are). `None`: not a Filecoin id.
+pub fn srs_for_circuit_id(id: &str) -> Option<Result<SrsSpec, String>> {
+    const FULL_PREFIXES: [&str; 3] = ["stacked-proof-of-replication-", "empty-sector-update-", "proof-of-spacetime-fallback-"];
+    if FULL_PREFIXES.iter().any(|p| id.starts_with(p)) {
+        return Some(all_param_sets().and_then(|sets| {
+            sets.into_iter()
+                .find(|s| s.cache_id == id)
+                .map(|s| s.srs_spec())
+                .ok_or_else(|| format!("{id:?} is no parameter set of a registered proof filecoin-proofs 19 knows"))
+        }));
+    }
+    let (kind, size) = ["porep-", "snap-", "window-post-", "winning-post-"].iter().find_map(|k| id.strip_prefix(k).map(|s| (*k, s)))?;
+    Some((|| {
+        let bytes = registered::parse_sector_size(size)?;
+        let unknown = || format!("{id:?}: no {} registered proof for sector size {size}", kind.trim_end_matches('-'));
+        let set = match kind {
+            "porep-" => porep::param_set(current_seal_proof(bytes).ok_or_else(unknown)?)?,
+            "snap-" => snap::param_set(find(registered::update_proof, 5, |p| u64::from(p.sector_size()) == bytes).ok_or_else(unknown)?),
+            "window-post-" => post::param_set(current_post_proof(PoStType::Window, bytes).ok_or_else(unknown)?)?,
+            _ => post::param_set(current_post_proof(PoStType::Winning, bytes).ok_or_else(unknown)?)?,
+        };
+        Ok(set.srs_spec())
+    })())
+}
+
+fn find<T>(by_number: impl Fn(u64) -> Result<T, String>, count: u64, pred: impl Fn(&T) -> bool) -> Option<T> {
+    (0..count).rev().filter_map(|n| by_number(n).ok()).find(pred)
+}
+
+/// The newest interactive PoRep of this sector size (V1_1).
+pub fn current_seal_proof(sector_size: u64) -> Option<filecoin_proofs_api::RegisteredSealProof> {
+    (5..10).filter_map(|n| registered::seal_proof(n).ok()).find(|p| u64::from(p.sector_size()) == sector_size)
+}
+
+/// The newest PoSt proof of this type and sector size (WindowPoSt V1_2).
+pub fn current_post_proof(typ: PoStType, sector_size: u64) -> Option<filecoin_proofs_api::RegisteredPoStProof> {
+    find(registered::post_proof, 15, |p| p.typ() == typ && u64::from(p.sector_size()) == sector_size)
+}
+
+/// Every parameter set of every registered proof kiln proves (several
+/// registered proofs share one set).
+pub fn all_param_sets() -> Result<Vec<ParamSet>, String> {
+    let mut sets: Vec<ParamSet> = Vec::new();
+    let mut add = |s: ParamSet| {
+        if !sets.iter().any(|t| t.cache_id == s.cache_id) {
+            sets.push(s);
+        }
+    };
+    for n in 0..15 {
+        let p = registered::seal_proof(n)?;
+        add(porep::param_set(p)?);
+    }
+    for n in 0..5 {
+        add(snap::param_set(registered::update_proof(n)?));
+    }
+    for n in 0..15 {
+        add(post::param_set(registered::post_proof(n)?)?);
+    }
+    Ok(sets)
+}

@@ -1,0 +1,185 @@
+//! PoRep C2: the C1 output (Curio's JSON envelope around
+//! `filecoin_proofs_api::seal::SealCommitPhase1Output`) -> one StackedDrg
+//! circuit per partition; the answer is what `seal_commit_phase2` returns
+//! (the partition proofs, 192 bytes each, concatenated).
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use blstrs::Scalar as Fr;
+use filecoin_hashers::{Domain, Hasher};
+use filecoin_proofs::{
+    parameters::public_params, with_shape, DefaultPieceDomain, DefaultPieceHasher, PoRepConfig, VanillaSealProof,
+};
+use filecoin_proofs_api::seal::SealCommitPhase1Output;
+use filecoin_proofs_api::{ApiFeature, RegisteredSealProof};
+use kiln_pipeline::{JobSource, SrsSpec};
+use kiln_synth::{Assignment, AssignmentBuffers, SynthError};
+use serde::Deserialize;
+use storage_proofs_core::compound_proof::CompoundProof;
+use storage_proofs_core::merkle::MerkleTreeTrait;
+use storage_proofs_porep::stacked::{self, StackedCompound, StackedDrg};
+
+use crate::params::ParamSet;
+use crate::registered::{seal_proof, seal_proof_number, sector_size_name};
+use crate::circuit_error;
+
+/// Curio's `vanilla_proof` for POREP_SEAL_COMMIT.
+#[derive(Deserialize)]
+struct Envelope {
+    #[serde(rename = "SectorNum")]
+    sector_num: i64,
+    #[serde(rename = "Phase1Out")]
+    phase1_out: String,
+    #[serde(rename = "SectorSize")]
+    sector_size: u64,
+}
+
+/// What a PoRep C2 request carries besides the envelope.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PorepRequest {
+    /// `sector_size` on the wire (0: take the envelope's).
+    pub sector_size: u64,
+    /// `registered_proof` on the wire (0 is also StackedDrg2KiBV1, so a
+    /// mismatch is reported only for a non-zero value).
+    pub registered_proof: u64,
+    /// `sector_number` on the wire (0: take the envelope's `SectorNum`).
+    pub sector_number: u64,
+}
+
+/// The C1 output inside `envelope` (its `Phase1Out`), decoded and checked
+/// against the request.
+pub fn decode_envelope(envelope: &[u8], req: &PorepRequest) -> Result<(SealCommitPhase1Output, u64), String> {
+    let env: Envelope = serde_json::from_slice(envelope)
+        .map_err(|e| format!("vanilla_proof is not the C1 envelope {{SectorNum, Phase1Out, SectorSize}}: {e}"))?;
+    let sector = u64::try_from(env.sector_num).map_err(|_| format!("vanilla_proof.SectorNum {} is negative", env.sector_num))?;
+    if req.sector_number != 0 && req.sector_number != sector {
+        return Err(format!("sector_number {} disagrees with vanilla_proof.SectorNum {sector}", req.sector_number));
+    }
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(env.phase1_out.as_bytes())
+        .map_err(|e| format!("vanilla_proof.Phase1Out is not base64: {e}"))?;
+    let c1: SealCommitPhase1Output =
+        serde_json::from_slice(&raw).map_err(|e| format!("vanilla_proof.Phase1Out is not a filecoin-proofs 19 SealCommitPhase1Output: {e}"))?;
+    let size = u64::from(c1.registered_proof.sector_size());
+    if env.sector_size != size {
+        return Err(format!(
+            "vanilla_proof.SectorSize {} does not match the C1 output's {:?} ({})",
+            env.sector_size,
+            c1.registered_proof,
+            sector_size_name(size)
+        ));
+    }
+    if req.sector_size != 0 && req.sector_size != size {
+        return Err(format!("sector_size {} does not match the C1 output's {:?} ({})", req.sector_size, c1.registered_proof, sector_size_name(size)));
+    }
+    if req.registered_proof != 0 && seal_proof(req.registered_proof)? != c1.registered_proof {
+        return Err(format!(
+            "registered_proof {} ({:?}) disagrees with the C1 output's {:?} ({})",
+            req.registered_proof,
+            seal_proof(req.registered_proof)?,
+            c1.registered_proof,
+            seal_proof_number(c1.registered_proof)
+        ));
+    }
+    if c1.registered_proof.feature_enabled(ApiFeature::NonInteractivePoRep) {
+        return Err(format!(
+            "{:?}: non-interactive PoRep answers with a SnarkPack aggregate of its partition proofs, which kiln does not build",
+            c1.registered_proof
+        ));
+    }
+    Ok((c1, sector))
+}
+
+/// A PoRep C2 job from Curio's envelope.
+pub fn job(envelope: &[u8], req: &PorepRequest) -> Result<Arc<dyn JobSource>, String> {
+    let (c1, sector) = decode_envelope(envelope, req)?;
+    let size = u64::from(c1.registered_proof.sector_size());
+    let _ = sector; // C1 already bound the sector and prover ids into replica_id.
+    with_shape!(size, build, c1)
+}
+
+/// The parameters of a registered seal proof.
+pub fn param_set(proof: RegisteredSealProof) -> Result<ParamSet, String> {
+    let size = u64::from(proof.sector_size());
+    with_shape!(size, param_set_of, &proof.as_v1_config())
+}
+
+fn param_set_of<Tree: 'static + MerkleTreeTrait>(config: &PoRepConfig) -> Result<ParamSet, String> {
+    let pub_params = public_params::<Tree>(config).map_err(|e| format!("PoRep public parameters: {e:#}"))?;
+    let cache_id = config.get_cache_identifier::<Tree>().map_err(|e| format!("PoRep cache id: {e:#}"))?;
+    let label = format!("PoRep {}", sector_size_name(u64::from(config.sector_size)));
+    Ok(ParamSet::new(cache_id, u64::from(config.sector_size), label, move || {
+        <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::blank_circuit(&pub_params)
+    }))
+}
+
+type PubInputs<Tree> = stacked::PublicInputs<<<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain, DefaultPieceDomain>;
+
+struct PorepJob<Tree: 'static + MerkleTreeTrait> {
+    params: ParamSet,
+    pub_inputs: PubInputs<Tree>,
+    pub_params: stacked::PublicParams<Tree>,
+    vanilla: Vec<Vec<VanillaSealProof<Tree>>>,
+    _tree: PhantomData<Tree>,
+}
+
+fn build<Tree: 'static + MerkleTreeTrait>(c1: SealCommitPhase1Output) -> Result<Arc<dyn JobSource>, String> {
+    let config = c1.registered_proof.as_v1_config();
+    let partitions = usize::from(config.partitions);
+    // filecoin-proofs' own checks, in its words' spirit.
+    if c1.comm_d == [0; 32] || c1.comm_r == [0; 32] {
+        return Err("the C1 output has an all-zero comm_d or comm_r".into());
+    }
+    if c1.seed == [0; 32] {
+        return Err("the C1 output has an all-zero seed".into());
+    }
+    let vanilla: Vec<Vec<VanillaSealProof<Tree>>> =
+        c1.vanilla_proofs.try_into().map_err(|e: anyhow::Error| format!("the C1 vanilla proofs do not fit {:?}: {e:#}", c1.registered_proof))?;
+    if vanilla.len() != partitions {
+        return Err(format!("the C1 output holds {} partitions of vanilla proofs; {:?} has {partitions}", vanilla.len(), c1.registered_proof));
+    }
+    if let Some(k) = vanilla.iter().position(|p| p.is_empty()) {
+        return Err(format!("partition {k} of the C1 output has no vanilla proofs"));
+    }
+    let comm_r = <Tree::Hasher as Hasher>::Domain::try_from_bytes(&c1.comm_r).map_err(|e| format!("comm_r: {e:#}"))?;
+    let comm_d = DefaultPieceDomain::try_from_bytes(&c1.comm_d).map_err(|e| format!("comm_d: {e:#}"))?;
+    let replica_id: Fr = c1.replica_id.into();
+    let pub_inputs = stacked::PublicInputs {
+        replica_id: replica_id.into(),
+        tau: Some(stacked::Tau { comm_d, comm_r }),
+        k: None,
+        seed: Some(c1.seed),
+    };
+    let pub_params = public_params::<Tree>(&config).map_err(|e| format!("PoRep public parameters: {e:#}"))?;
+    let params = param_set_of::<Tree>(&config)?;
+    Ok(Arc::new(PorepJob { params, pub_inputs, pub_params, vanilla, _tree: PhantomData }))
+}
+
+impl<Tree: 'static + MerkleTreeTrait> JobSource for PorepJob<Tree> {
+    fn kind_label(&self) -> &str {
+        "porep-c2"
+    }
+
+    fn srs(&self) -> SrsSpec {
+        self.params.srs_spec()
+    }
+
+    fn num_partitions(&self) -> usize {
+        self.vanilla.len()
+    }
+
+    fn synthesize(&self, i: usize, buffers: AssignmentBuffers) -> Result<Assignment, SynthError> {
+        let _span = tracing::debug_span!("porep_partition", partition = i).entered();
+        let circuit = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::circuit(
+            &self.pub_inputs,
+            Default::default(),
+            &self.vanilla[i],
+            &self.pub_params,
+            Some(i),
+        )
+        .map_err(|e| circuit_error(format!("PoRep partition {i}: {e:#}")))?;
+        kiln_synth::synthesize(circuit, buffers)
+    }
+}

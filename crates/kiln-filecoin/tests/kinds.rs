@@ -1,0 +1,186 @@
+//! Real 2 KiB inputs of every kind (sealed here, on the CPU) become jobs of
+//! the right shape; WindowPoSt (the smallest circuit) is proved by kiln's
+//! CPU prover straight from the JobSource and accepted by filecoin-proofs'
+//! verifier; malformed payloads are refused with messages that say why.
+//! The daemon-level round trip of every kind is in tests/e2e (filecoin.rs).
+
+use std::sync::{Arc, OnceLock};
+
+use kiln_filecoin::payload::{Payload, PayloadKind};
+use kiln_filecoin::porep::PorepRequest;
+use kiln_filecoin::post::PostRequest;
+use kiln_filecoin::snap::SnapRequest;
+use kiln_filecoin::{porep, post, registered, snap, vanilla, verify, PoStType};
+use kiln_groth16::{finish, prove_start, CpuBackend, ParamsFile, Randomness};
+use kiln_pipeline::JobSource;
+use kiln_synth::AssignmentBuffers;
+use rand::SeedableRng;
+
+/// The payloads of one sealed 2 KiB sector, made once for all tests (the
+/// parameter cache is set up first: filecoin-proofs reads its settings once).
+fn payloads() -> &'static [Payload] {
+    static P: OnceLock<Vec<Payload>> = OnceLock::new();
+    P.get_or_init(|| {
+        let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("fil-params");
+        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &cache);
+        std::env::set_var("FIL_PROOFS_PARENT_CACHE", cache.join("parents"));
+        let work = tempfile::tempdir().unwrap();
+        vanilla::generate(2048, work.path(), &mut rand_chacha::ChaCha8Rng::seed_from_u64(7)).unwrap()
+    })
+}
+
+fn payload(kind: PayloadKind) -> Payload {
+    payloads().iter().find(|p| p.proof_kind == kind).unwrap().clone()
+}
+
+fn job(p: &Payload) -> Result<Arc<dyn JobSource>, String> {
+    match p.proof_kind {
+        PayloadKind::PorepSealCommit => porep::job(
+            &p.vanilla_proof,
+            &PorepRequest { sector_size: p.sector_size, registered_proof: p.registered_proof, sector_number: p.sector_number },
+        ),
+        PayloadKind::SnapDealsUpdate => snap::job(&SnapRequest {
+            registered_proof: p.registered_proof,
+            sector_size: p.sector_size,
+            vanilla_proofs: &p.vanilla_proofs,
+            comm_r_old: &p.comm_r_old,
+            comm_r_new: &p.comm_r_new,
+            comm_d_new: &p.comm_d_new,
+        }),
+        PayloadKind::WindowPostPartition | PayloadKind::WinningPost => {
+            let typ = if p.proof_kind == PayloadKind::WinningPost { PoStType::Winning } else { PoStType::Window };
+            post::job(
+                typ,
+                &PostRequest {
+                    registered_proof: p.registered_proof,
+                    sector_size: p.sector_size,
+                    vanilla_proofs: &p.vanilla_proofs,
+                    randomness: &p.randomness,
+                    miner_id: p.miner_id,
+                    partition_index: p.partition_index,
+                },
+            )
+        }
+    }
+}
+
+fn refused(p: &Payload) -> String {
+    match job(p) {
+        Ok(_) => panic!("{:?} was accepted", p.proof_kind),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn every_kind_becomes_a_job_of_the_right_shape() {
+    let want = [
+        (PayloadKind::PorepSealCommit, 1, "porep-c2", "stacked-proof-of-replication-"),
+        (PayloadKind::SnapDealsUpdate, 1, "snap-deals", "empty-sector-update-"),
+        (PayloadKind::WindowPostPartition, 1, "window-post", "proof-of-spacetime-fallback-"),
+        (PayloadKind::WinningPost, 1, "winning-post", "proof-of-spacetime-fallback-"),
+    ];
+    for (kind, partitions, label, srs) in want {
+        let j = job(&payload(kind)).unwrap();
+        assert_eq!(j.num_partitions(), partitions, "{kind:?}");
+        assert_eq!(j.kind_label(), label);
+        let spec = j.srs();
+        assert!(spec.id.starts_with(srs), "{kind:?}: {}", spec.id);
+        assert!(spec.path.file_name().unwrap().to_str().unwrap().starts_with(&format!("v28-{}", spec.id)));
+    }
+    let ids: Vec<String> = PayloadKind::ALL.iter().map(|&k| job(&payload(k)).unwrap().srs().id).collect();
+    assert_ne!(ids[2], ids[3], "WindowPoSt and WinningPoSt have different circuits");
+}
+
+#[test]
+fn window_post_is_proved_by_kiln_and_accepted_by_filecoin_proofs() {
+    let p = payload(PayloadKind::WindowPostPartition);
+    let j = job(&p).unwrap();
+    let spec = j.srs();
+    if !spec.path.exists() {
+        (spec.generate.as_ref().unwrap())(&spec.path).unwrap();
+    }
+    let params = Arc::new(ParamsFile::open(&spec.path).unwrap());
+    let shape = j.partition_shape(&params, 0);
+    let assignment = j.synthesize(0, AssignmentBuffers::heap_with_capacity(shape.domain(), shape.num_aux)).unwrap();
+    let mut rng = rand::thread_rng();
+    let proved = finish(prove_start(&CpuBackend, &params, assignment, Randomness::random(&mut rng)).unwrap()).unwrap();
+    let bytes = j.finalize(vec![proved]).unwrap();
+    assert_eq!(bytes.len(), 192, "one partition proof, as filecoin-proofs writes it");
+    verify::verify(&p, &bytes).unwrap();
+    // filecoin-proofs' own CPU prover, from the same inputs and parameter
+    // files: the same encoding and length (the randomizers r, s differ).
+    let randomness: [u8; 32] = p.randomness.clone().try_into().unwrap();
+    let theirs = filecoin_proofs_api::post::generate_single_window_post_with_vanilla(
+        registered::post_proof(p.registered_proof).unwrap(),
+        &randomness,
+        registered::prover_id(p.miner_id),
+        &p.vanilla_proofs,
+        0,
+    )
+    .unwrap();
+    assert_eq!(theirs.0.len(), bytes.len());
+    verify::verify(&p, &theirs.0).unwrap();
+    // Another partition's randomness: filecoin-proofs must say no.
+    let mut other = p.clone();
+    other.randomness[0] ^= 1;
+    assert!(verify::verify(&other, &bytes).is_err());
+}
+
+#[test]
+fn malformed_payloads_are_refused_with_clear_messages() {
+    let porep_p = payload(PayloadKind::PorepSealCommit);
+    let mut p = porep_p.clone();
+    p.vanilla_proof = br#"{"SectorNum": 1, "Phase1Out": "%%%", "SectorSize": 2048}"#.to_vec();
+    assert!(refused(&p).contains("Phase1Out is not base64"));
+    let mut p = porep_p.clone();
+    p.sector_size = 8 << 20;
+    assert!(refused(&p).contains("sector_size 8388608 does not match"), "{}", refused(&p));
+    let mut p = porep_p.clone();
+    p.registered_proof = 99;
+    assert!(refused(&p).contains("unknown registered seal proof 99"));
+    let mut p = porep_p.clone();
+    p.sector_number = 2;
+    assert!(refused(&p).contains("disagrees with vanilla_proof.SectorNum 1"));
+    // A C1 output cut short inside its base64 JSON.
+    let env: serde_json::Value = serde_json::from_slice(&porep_p.vanilla_proof).unwrap();
+    let mut cut = env.clone();
+    let s = env["Phase1Out"].as_str().unwrap();
+    cut["Phase1Out"] = serde_json::Value::String(s[..s.len() / 2 / 4 * 4].to_string());
+    let mut p = porep_p.clone();
+    p.vanilla_proof = serde_json::to_vec(&cut).unwrap();
+    assert!(refused(&p).contains("is not a filecoin-proofs 19 SealCommitPhase1Output"), "{}", refused(&p));
+
+    let snap_p = payload(PayloadKind::SnapDealsUpdate);
+    let mut p = snap_p.clone();
+    let half = p.vanilla_proofs[0].len() / 2;
+    p.vanilla_proofs[0].truncate(half);
+    assert!(refused(&p).contains("vanilla_proofs[0] is not a bincode PartitionProof of a 2KiB sector"), "{}", refused(&p));
+    let mut p = snap_p.clone();
+    let first = p.vanilla_proofs[0].clone();
+    p.vanilla_proofs.push(first);
+    assert!(refused(&p).contains("has 1 partitions, got 2 vanilla_proofs"), "{}", refused(&p));
+    let mut p = snap_p.clone();
+    p.comm_r_new.pop();
+    assert!(refused(&p).contains("comm_r_new must be 32 bytes, got 31"));
+    let mut p = snap_p.clone();
+    p.registered_proof = 7;
+    assert!(refused(&p).contains("unknown registered update proof 7"));
+
+    let win = payload(PayloadKind::WinningPost);
+    let mut p = win.clone();
+    p.registered_proof = 10; // a WindowPoSt proof
+    assert!(refused(&p).contains("is a Window PoSt proof, not a Winning one"), "{}", refused(&p));
+    let mut p = win.clone();
+    p.sector_size = 4096;
+    assert!(refused(&p).contains("sector_size 4096 does not match"));
+    let mut p = win.clone();
+    p.vanilla_proofs[0].truncate(100);
+    assert!(refused(&p).contains("vanilla_proofs[0] is not a bincode FallbackPoStSectorProof"));
+    let mut p = win.clone();
+    p.randomness[0] ^= 1;
+    assert!(refused(&p).contains("do not fit this request"), "{}", refused(&p));
+    let window = payload(PayloadKind::WindowPostPartition);
+    let mut p = window.clone();
+    p.vanilla_proofs = vec![p.vanilla_proofs[0].clone(); 3];
+    assert!(refused(&p).contains("at most 2 sectors per partition, got 3"), "{}", refused(&p));
+}
