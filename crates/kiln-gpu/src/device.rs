@@ -85,3 +85,31 @@ impl GpuDevice {
         Ok(self.ctx.new_stream()?)
     }
 }
+
+/// The device time of the work queued on a stream between [`begin`] and
+/// [`end`], from CUDA events: what the GPU spent, not what the host waited.
+///
+/// [`begin`]: DeviceSpan::begin
+/// [`end`]: DeviceSpan::end
+pub struct DeviceSpan<'a> {
+    stream: &'a GpuStream,
+    start: cudarc::driver::CudaEvent,
+}
+
+impl<'a> DeviceSpan<'a> {
+    pub fn begin(stream: &'a GpuStream) -> Result<Self, GpuError> {
+        Ok(DeviceSpan { stream, start: record(stream)? })
+    }
+
+    /// Waits for the stream's work so far; returns its device time.
+    pub fn end(self) -> Result<std::time::Duration, GpuError> {
+        let end = record(self.stream)?;
+        end.synchronize()?;
+        let ms = self.start.elapsed_ms(&end)?;
+        Ok(std::time::Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3))
+    }
+}
+
+fn record(stream: &GpuStream) -> Result<cudarc::driver::CudaEvent, GpuError> {
+    Ok(stream.record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))?)
+}

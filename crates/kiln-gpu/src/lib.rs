@@ -34,8 +34,9 @@ mod ntt;
 pub mod nvml;
 
 pub use buffers::{DeviceG1, DeviceG2, DeviceScalars};
-pub use device::{DeviceInfo, GpuDevice, GpuStream};
+pub use device::{DeviceInfo, DeviceSpan, GpuDevice, GpuStream};
 pub use error::GpuError;
+pub use msm::MsmTiming;
 pub use ntt::NttDirection;
 
 /// Whether this build embeds the CUDA kernels (`cargo xtask kernels` was run

@@ -1,11 +1,13 @@
 //! MSM in G1 and G2 (kernels in cuda/msm.cuh); the host picks the window,
 //! ranks the density bitmap, and combines the window sums with blstrs.
 use blst::{blst_fp, blst_fp2, blst_p1, blst_p2};
+use std::time::{Duration, Instant};
+
 use blstrs::{G1Projective, G2Projective};
 use group::Group;
 
 use crate::buffers::{DeviceG1, DeviceG2, DeviceScalars};
-use crate::device::{GpuDevice, GpuStream};
+use crate::device::{DeviceSpan, GpuDevice, GpuStream};
 use crate::error::GpuError;
 use crate::host::{bitmap_prefix, msm_window_bits, msm_windows};
 use crate::launch::{blocks, launch, raw, Arg, Selection};
@@ -33,26 +35,40 @@ impl GpuDevice {
     /// scalar i takes part iff bit i is set, with point rank(i) (the number of
     /// set bits below i), as Groth16's A/B queries store only dense points.
     pub fn msm_g1(&self, s: &GpuStream, points: &DeviceG1, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<G1Projective, GpuError> {
+        Ok(self.msm_g1_timed(s, points, scalars, n, bitmap)?.0)
+    }
+
+    /// [`GpuDevice::msm_g1`], also saying where its time went.
+    pub fn msm_g1_timed(&self, s: &GpuStream, points: &DeviceG1, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<(G1Projective, MsmTiming), GpuError> {
+        let t0 = Instant::now();
         let k = &self.k;
         let curve = Curve { acc: &k.msm_bucket_acc_g1, fix: &k.msm_bucket_fix_g1, reduce: &k.msm_bucket_reduce_g1, sum: &k.msm_sum_g1, ones: &k.msm_ones_g1, xyzz_words: 24 };
-        let (windows, c, ones) = self.msm(s, &curve, points.ptr(s), points.len(), scalars, n, bitmap)?;
+        let (windows, c, ones, device) = self.msm(s, &curve, points.ptr(s), points.len(), scalars, n, bitmap)?;
         let to_proj = |p: &[u64]| g1_from_xyzz(p);
-        Ok(combine(&windows, c, &ones, 24, to_proj))
+        let sum = combine(&windows, c, &ones, 24, to_proj);
+        Ok((sum, MsmTiming::new(device, t0.elapsed())))
     }
 
     /// As [`GpuDevice::msm_g1`], in G2.
     pub fn msm_g2(&self, s: &GpuStream, points: &DeviceG2, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<G2Projective, GpuError> {
+        Ok(self.msm_g2_timed(s, points, scalars, n, bitmap)?.0)
+    }
+
+    /// [`GpuDevice::msm_g2`], also saying where its time went.
+    pub fn msm_g2_timed(&self, s: &GpuStream, points: &DeviceG2, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<(G2Projective, MsmTiming), GpuError> {
+        let t0 = Instant::now();
         let k = &self.k;
         let curve = Curve { acc: &k.msm_bucket_acc_g2, fix: &k.msm_bucket_fix_g2, reduce: &k.msm_bucket_reduce_g2, sum: &k.msm_sum_g2, ones: &k.msm_ones_g2, xyzz_words: 48 };
-        let (windows, c, ones) = self.msm(s, &curve, points.ptr(s), points.len(), scalars, n, bitmap)?;
+        let (windows, c, ones, device) = self.msm(s, &curve, points.ptr(s), points.len(), scalars, n, bitmap)?;
         let to_proj = |p: &[u64]| g2_from_xyzz(p);
-        Ok(combine(&windows, c, &ones, 48, to_proj))
+        let sum = combine(&windows, c, &ones, 48, to_proj);
+        Ok((sum, MsmTiming::new(device, t0.elapsed())))
     }
 
     /// Runs the kernels; returns (window sums as XYZZ words, c, sum of the
-    /// points whose scalar is one).
+    /// points whose scalar is one, device time from CUDA events).
     #[allow(clippy::too_many_arguments)]
-    fn msm(&self, s: &GpuStream, cv: &Curve, points: u64, npoints: usize, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<(Vec<u64>, u32, Vec<u64>), GpuError> {
+    fn msm(&self, s: &GpuStream, cv: &Curve, points: u64, npoints: usize, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<(Vec<u64>, u32, Vec<u64>, Duration), GpuError> {
         if n > scalars.len() || n >= 1 << 31 {
             return Err(GpuError::InvalidArgument(format!("{n} scalars from a buffer of {}", scalars.len())));
         }
@@ -71,6 +87,7 @@ impl GpuDevice {
             }
             None => (None, n),
         };
+        let span = DeviceSpan::begin(s)?;
         if needed > npoints {
             return Err(GpuError::InvalidArgument(format!("{needed} points needed, {npoints} given")));
         }
@@ -153,10 +170,27 @@ impl GpuDevice {
         prof.mark("ones");
         let windows = s.clone_dtoh(&red)?;
         let ones = s.clone_dtoh(&part)?;
-        s.synchronize()?;
+        let device = span.end()?;
         prof.report(&format!("msm n={n} c={c}"));
         drop((counts, offsets, cursor, cls, sorted, buckets, first, last, sel_bufs));
-        Ok((windows, c, ones))
+        Ok((windows, c, ones, device))
+    }
+}
+
+/// Where one MSM call's time went.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MsmTiming {
+    /// On the stream, between CUDA events: every kernel and the copy of the
+    /// window sums back.
+    pub device: Duration,
+    /// The rest of the call on the host: bitmap ranks, allocations and
+    /// launches not overlapped with the device, the final window combination.
+    pub host: Duration,
+}
+
+impl MsmTiming {
+    fn new(device: Duration, total: Duration) -> Self {
+        MsmTiming { device, host: total.saturating_sub(device) }
     }
 }
 

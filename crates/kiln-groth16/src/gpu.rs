@@ -9,23 +9,27 @@
 //! runs the kernels in FIFO order. Several workers per GPU share one
 //! [`GpuContext`] (device + resident parameters) so one worker's copies
 //! overlap another's kernels; no device buffer is shared between proofs.
+//!
+//! Phase timings (`h2d`, `h_pipeline`, `msm_*`) are device times from CUDA
+//! events on the phase's stream; `msm_host` is the host's share of the MSMs
+//! and `gpu_queue_wait` the time a proof waited for its worker.
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use group::Group;
-use kiln_gpu::{DeviceG1, DeviceG2, DeviceScalars, GpuDevice, GpuError, GpuStream};
+use kiln_gpu::{DeviceG1, DeviceG2, DeviceScalars, DeviceSpan, GpuDevice, GpuError, GpuStream};
 use kiln_synth::{Assignment, Density};
 use parking_lot::Mutex;
 
 use crate::error::ProveError;
 use crate::msm::{msm_g1, msm_g2};
 use crate::params::{ParamsFile, Section};
-use crate::prover::{MsmResults, PendingMsms, PhaseTimings, ProverBackend};
+use crate::prover::{DeviceResidency, MsmResults, PendingMsms, PhaseTimings, ProverBackend};
 
 fn gpu_err(e: GpuError) -> ProveError {
     ProveError::Backend { backend: "gpu", message: e.to_string() }
@@ -231,6 +235,15 @@ impl ProverBackend for GpuBackend {
         0.0
     }
 
+    fn device_resident(&self) -> Vec<DeviceResidency> {
+        let device = format!("gpu{}", self.ctx.device.info().ordinal);
+        self.ctx.resident().into_iter().map(|r| DeviceResidency { device: device.clone(), params_id: r.params_id, bytes: r.device_bytes }).collect()
+    }
+
+    fn evict_device(&self, params_id: u64) -> u64 {
+        self.ctx.evict(params_id).unwrap_or(0)
+    }
+
     fn start(&self, params: &Arc<ParamsFile>, asg: Assignment) -> Result<Box<dyn PendingMsms>, ProveError> {
         let mut t = PhaseTimings::default();
         let dev = &self.ctx.device;
@@ -245,7 +258,7 @@ impl ProverBackend for GpuBackend {
         let m = shape.domain();
         let log_m = m.trailing_zeros();
         let n = asg.num_constraints;
-        let h2d = Instant::now();
+        let h2d = DeviceSpan::begin(s).map_err(gpu_err)?;
         let upload = |v: &[Scalar], len: usize| -> Result<DeviceScalars, GpuError> {
             let mut d = dev.alloc_scalars(s, len.max(1))?;
             dev.write_scalars(s, &mut d, v)?;
@@ -255,9 +268,9 @@ impl ProverBackend for GpuBackend {
             Ok((upload(asg.a(), m)?, upload(asg.b(), m)?, upload(asg.c(), m)?, upload(asg.aux(), asg.num_aux)?))
         })()
         .map_err(gpu_err)?;
-        // The copies must be complete before the host buffers are released.
-        s.synchronize().map_err(|e| gpu_err(e.into()))?;
-        t.push("h2d", h2d.elapsed());
+        // The copies must be complete before the host buffers are released
+        // (DeviceSpan::end waits for them).
+        t.push("h2d", h2d.end().map_err(gpu_err)?);
         let Assignment { input, num_aux, a_aux_density, b_input_density, b_aux_density, buffers, .. } = asg;
         drop(buffers); // pinned buffers go back to their pool now
         let (reply, rx) = bounded(1);
@@ -306,36 +319,41 @@ fn compute_loop(ctx: Arc<GpuContext>, stream: GpuStream, jobs: Receiver<Job>) {
 fn compute(dev: &GpuDevice, s: &GpuStream, job: Job) -> Result<(MsmResults, PhaseTimings), ProveError> {
     let Job { srs, mut a, mut b, mut c, aux, n, log_m, num_aux, inputs, a_aux_density, b_input_density, b_aux_density, queued, mut timings, .. } = job;
     timings.push("gpu_queue_wait", queued.elapsed());
-    timings.time("h_pipeline", || -> Result<(), ProveError> {
-        dev.h_pipeline(s, &mut a, &mut b, &mut c, n, log_m).map_err(gpu_err)?;
-        s.synchronize().map_err(|e| gpu_err(e.into()))
-    })?;
+    let span = DeviceSpan::begin(s).map_err(gpu_err)?;
+    dev.h_pipeline(s, &mut a, &mut b, &mut c, n, log_m).map_err(gpu_err)?;
+    timings.push("h_pipeline", span.end().map_err(gpu_err)?);
     drop((b, c));
+    // Each MSM's device time comes from CUDA events; its host share (bitmap
+    // ranks, window combination) and the CPU sums over the few input-query
+    // points add up under "msm_host".
+    let mut host = Duration::ZERO;
+    let mut g1 = |name: &'static str, points: Option<&DeviceG1>, scalars: &DeviceScalars, len: usize, bitmap: Option<&Density>| {
+        let Some(points) = points else { return Ok(G1Projective::identity()) };
+        let (sum, t) = dev.msm_g1_timed(s, points, scalars, len, bitmap.map(|d| d.words())).map_err(gpu_err)?;
+        timings.push(name, t.device);
+        host += t.host;
+        Ok::<_, ProveError>(sum)
+    };
     let m = 1usize << log_m;
-    let h = timings.time("msm_h", || dev.msm_g1(s, &srs.h, &a, m - 1, None).map_err(gpu_err))?;
+    let h = g1("msm_h", Some(&srs.h), &a, m - 1, None)?;
     drop(a);
-    let l = timings.time("msm_l", || dev.msm_g1(s, &srs.l, &aux, num_aux, None).map_err(gpu_err))?;
-    let a_q = timings.time("msm_a", || -> Result<G1Projective, ProveError> {
-        let aux_part = match &srs.a_aux {
-            Some(p) => dev.msm_g1(s, p, &aux, num_aux, Some(a_aux_density.words())).map_err(gpu_err)?,
-            None => G1Projective::identity(),
-        };
-        Ok(aux_part + msm_g1(&srs.a_inputs, &inputs))
-    })?;
+    let l = g1("msm_l", Some(&srs.l), &aux, num_aux, None)?;
+    let a_aux = g1("msm_a", srs.a_aux.as_ref(), &aux, num_aux, Some(&a_aux_density))?;
+    let b_g1_aux = g1("msm_b_g1", srs.b_g1_aux.as_ref(), &aux, num_aux, Some(&b_aux_density))?;
+    let b_g2_aux = match &srs.b_g2_aux {
+        Some(p) => {
+            let (sum, t) = dev.msm_g2_timed(s, p, &aux, num_aux, Some(b_aux_density.words())).map_err(gpu_err)?;
+            timings.push("msm_b_g2", t.device);
+            host += t.host;
+            sum
+        }
+        None => G2Projective::identity(),
+    };
+    let t0 = Instant::now();
     let b_in: Vec<Scalar> = b_input_density.iter_set().map(|i| inputs[i]).collect();
-    let b_g1 = timings.time("msm_b_g1", || -> Result<G1Projective, ProveError> {
-        let aux_part = match &srs.b_g1_aux {
-            Some(p) => dev.msm_g1(s, p, &aux, num_aux, Some(b_aux_density.words())).map_err(gpu_err)?,
-            None => G1Projective::identity(),
-        };
-        Ok(aux_part + msm_g1(&srs.b_g1_inputs, &b_in))
-    })?;
-    let b_g2 = timings.time("msm_b_g2", || -> Result<G2Projective, ProveError> {
-        let aux_part = match &srs.b_g2_aux {
-            Some(p) => dev.msm_g2(s, p, &aux, num_aux, Some(b_aux_density.words())).map_err(gpu_err)?,
-            None => G2Projective::identity(),
-        };
-        Ok(aux_part + msm_g2(&srs.b_g2_inputs, &b_in))
-    })?;
+    let a_q = a_aux + msm_g1(&srs.a_inputs, &inputs);
+    let b_g1 = b_g1_aux + msm_g1(&srs.b_g1_inputs, &b_in);
+    let b_g2 = b_g2_aux + msm_g2(&srs.b_g2_inputs, &b_in);
+    timings.push("msm_host", host + t0.elapsed());
     Ok((MsmResults { h, l, a: a_q, b_g1, b_g2 }, timings))
 }
