@@ -156,7 +156,10 @@ pub fn status_to_wire(engine: &Engine, gpus: &[Arc<GpuContext>]) -> GetStatusRes
                 ref_count: clamp32(s.ref_count),
                 ..Default::default()
             };
+            // Points resident in a device's memory are ready whatever the
+            // host mapping's tier.
             out.set_tier(match s.tier {
+                _ if !s.device_resident.is_empty() => srs_status::Tier::Hot,
                 kiln_pipeline::SrsTier::Hot => srs_status::Tier::Hot,
                 kiln_pipeline::SrsTier::Warm => srs_status::Tier::Warm,
                 kiln_pipeline::SrsTier::Cold => srs_status::Tier::Cold,

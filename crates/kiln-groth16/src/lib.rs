@@ -38,7 +38,7 @@ pub use error::{ParamsError, ProveError};
 pub use gpu::{GpuBackend, GpuContext};
 pub use params::{ParamsFile, ParamsShape, Section};
 pub use prover::{
-    check_shape, finish, prove, prove_start, MsmResults, PendingMsms, PendingProof, PhaseTimings, ProvedProof,
+    check_shape, finish, prove, prove_start, DeviceResidency, MsmResults, PendingMsms, PendingProof, PhaseTimings, ProvedProof,
     ProverBackend, Randomness, Ready,
 };
 

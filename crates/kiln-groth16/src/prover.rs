@@ -81,6 +81,28 @@ pub trait ProverBackend: Send + Sync {
     /// Host memory `start` allocates for one proof, as a multiple of the
     /// assignment's a/b/c + aux bytes (a pipeline reserves it in its budget).
     fn host_scratch_ratio(&self) -> f64;
+    /// Parameter sets this backend keeps in device memory (none for a
+    /// host-only backend). Workers sharing a device report the same sets.
+    fn device_resident(&self) -> Vec<DeviceResidency> {
+        Vec::new()
+    }
+    /// Drops parameter set `params_id` ([`ParamsFile::id`]) from device
+    /// memory; proofs under way keep their copy until they finish. Returns
+    /// the device bytes that will be freed (0 if it was not resident).
+    fn evict_device(&self, params_id: u64) -> u64 {
+        let _ = params_id;
+        0
+    }
+}
+
+/// One parameter set held in one device's memory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceResidency {
+    /// The device, e.g. "gpu0".
+    pub device: String,
+    /// [`ParamsFile::id`] of the parameters.
+    pub params_id: u64,
+    pub bytes: u64,
 }
 
 /// The Groth16 randomizers of one proof.

@@ -18,7 +18,7 @@ use crate::counters::StageCounters;
 use crate::job::{JobOutcome, JobRequest, SrsSpec, SubmitError, Submitted};
 use crate::jobs::Job;
 use crate::queue::WorkQueue;
-use crate::srs::{EvictResult, PreloadResult, SrsManager};
+use crate::srs::{EvictResult, PreloadResult, SrsManager, SrsStatus};
 use crate::status::{prometheus_text, EngineStatus, GpuWorkerStatus, JobTotals, QueueStatus, WorkerStatus};
 use crate::workers::{self, Proving, Synthesized, PartitionTask};
 
@@ -53,6 +53,8 @@ pub(crate) struct Shared {
     pub(crate) acquire_gate: Mutex<()>,
     jobs: Mutex<Registry>,
     pub(crate) gpu_workers: Vec<Mutex<GpuWorkerStatus>>,
+    /// The workers' backends, for device residency (status, eviction).
+    backends: Vec<Arc<dyn ProverBackend>>,
     pub(crate) synthesis_busy: AtomicUsize,
     /// No new jobs.
     accepting: AtomicBool,
@@ -205,6 +207,7 @@ impl Engine {
                     })
                 })
                 .collect(),
+            backends: backends.clone(),
             synthesis_busy: AtomicUsize::new(0),
             accepting: AtomicBool::new(true),
             stopping: AtomicBool::new(false),
@@ -404,8 +407,18 @@ impl Engine {
     }
 
     /// Unloads a parameter set that no partition is using (an error if one is).
+    /// Unloads parameters `id` from host memory and from every device.
     pub fn evict_srs(&self, id: &str) -> Result<EvictResult, EngineError> {
-        self.shared().srs.evict(id).map_err(EngineError::Srs)
+        let shared = self.shared();
+        let params_id = shared.srs.statuses().into_iter().find(|s| s.id == id).and_then(|s| s.params_id);
+        let result = shared.srs.evict(id).map_err(EngineError::Srs)?;
+        if let Some(pid) = params_id {
+            let device_bytes: u64 = shared.backends.iter().map(|b| b.evict_device(pid)).sum();
+            if device_bytes > 0 {
+                tracing::info!(id, device_bytes, "parameters evicted from device memory");
+            }
+        }
+        Ok(result)
     }
 
     /// Everything the engine can say about itself now.
@@ -442,7 +455,7 @@ impl Engine {
                 gpu_workers: shared.gpu_workers.iter().map(|w| w.lock().clone()).collect(),
                 finalizer_threads: shared.config.finalizer_threads,
             },
-            srs: shared.srs.statuses(),
+            srs: with_device_residency(shared.srs.statuses(), &shared.backends),
             jobs: JobTotals {
                 submitted: t.submitted.load(Ordering::Relaxed),
                 completed: t.completed.load(Ordering::Relaxed),
@@ -545,4 +558,17 @@ fn mib(bytes: u64) -> String {
 /// Forgets jobs that ended more than `retention` ago.
 fn prune(reg: &mut Registry, retention: Duration) {
     reg.by_id.retain(|_, j| j.ended_at().is_none_or(|t| t.elapsed() < retention));
+}
+
+/// Fills in which devices hold each parameter set.
+fn with_device_residency(mut srs: Vec<SrsStatus>, backends: &[Arc<dyn ProverBackend>]) -> Vec<SrsStatus> {
+    let resident: Vec<_> = backends.iter().flat_map(|b| b.device_resident()).collect();
+    for s in &mut srs {
+        let mut devices: Vec<String> =
+            resident.iter().filter(|r| Some(r.params_id) == s.params_id).map(|r| r.device.clone()).collect();
+        devices.sort();
+        devices.dedup();
+        s.device_resident = devices;
+    }
+    srs
 }

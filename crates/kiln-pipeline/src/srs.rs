@@ -58,6 +58,12 @@ pub struct SrsStatus {
     /// Partitions using it now.
     pub ref_count: usize,
     pub path: std::path::PathBuf,
+    /// `ParamsFile::id` (a digest of the file) once it has been mapped.
+    #[serde(skip)]
+    pub params_id: Option<u64>,
+    /// Devices holding its points in their memory ("gpu0", ...): there it
+    /// is resident whatever its host tier; the engine fills this in.
+    pub device_resident: Vec<String>,
 }
 
 /// What [`Engine::preload_srs`](crate::Engine::preload_srs) did.
@@ -84,6 +90,9 @@ struct Entry {
     /// `Some` exactly when hot.
     reservation: Option<MemoryReservation>,
     size: u64,
+    /// [`ParamsFile::id`] once the file has been mapped; kept when the
+    /// mapping is dropped, since a device may still hold the points.
+    params_id: Option<u64>,
     refs: usize,
     last_used: Instant,
 }
@@ -170,7 +179,7 @@ impl SrsManager {
             )),
             Some(_) => Ok(()),
             None => {
-                let entry = Entry { spec: spec.clone(), params: None, reservation: None, size: 0, refs: 0, last_used: Instant::now() };
+                let entry = Entry { spec: spec.clone(), params: None, reservation: None, size: 0, params_id: None, refs: 0, last_used: Instant::now() };
                 entries.insert(spec.id.clone(), entry);
                 Ok(())
             }
@@ -213,6 +222,7 @@ impl SrsManager {
         let mut entries = self.entries.lock();
         let e = entries.get_mut(&spec.id).expect("registered above");
         e.size = params.size_bytes();
+        e.params_id = Some(params.id());
         Ok(e.params.get_or_insert(params).clone())
     }
 
@@ -345,7 +355,15 @@ impl SrsManager {
         let entries = self.entries.lock();
         let mut out: Vec<_> = entries
             .values()
-            .map(|e| SrsStatus { id: e.spec.id.clone(), tier: e.tier(), size_bytes: e.size, ref_count: e.refs, path: e.spec.path.clone() })
+            .map(|e| SrsStatus {
+                id: e.spec.id.clone(),
+                tier: e.tier(),
+                size_bytes: e.size,
+                ref_count: e.refs,
+                path: e.spec.path.clone(),
+                params_id: e.params_id,
+                device_resident: Vec::new(),
+            })
             .collect();
         out.sort_by(|a, b| a.id.cmp(&b.id));
         out

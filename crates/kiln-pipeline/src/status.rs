@@ -131,6 +131,8 @@ pub(crate) fn prometheus_text(status: &EngineStatus) -> String {
         w.gpu_workers.iter().map(|g| (gpu_labels(g), g.partitions_started as f64)).collect());
     family("kiln_srs_bytes", "gauge", "Size of each known parameter set, by tier.",
         status.srs.iter().map(|s| (format!("{{id=\"{}\",tier=\"{}\"}}", escape(&s.id), s.tier.name()), s.size_bytes as f64)).collect());
+    family("kiln_srs_device_resident", "gauge", "1 for each device holding a parameter set in its memory.",
+        status.srs.iter().flat_map(|s| s.device_resident.iter().map(move |d| (format!("{{id=\"{}\",device=\"{}\"}}", escape(&s.id), escape(d)), 1.0))).collect());
     family("kiln_srs_ref_count", "gauge", "Partitions using each parameter set.",
         status.srs.iter().map(|s| (format!("{{id=\"{}\"}}", escape(&s.id)), s.ref_count as f64)).collect());
     let j = &status.jobs;
