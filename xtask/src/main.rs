@@ -3,6 +3,7 @@
 //! - `cargo xtask kernels`        build `cuda/` into the fatbin kiln-gpu embeds (installs nvcc from PyPI if needed)
 //! - `cargo xtask bench cpu`      kiln's CPU prover against bellperson's on the same circuits
 //! - `cargo xtask bench kernels`  GPU kernel timings next to their floors (needs a GPU)
+//! - `cargo xtask soak`           drive a kiln daemon with a workload file for `--duration`; steady-state report + plots
 //! - `cargo xtask bench groth16 --peer supraseal`  kiln's GPU prover against SupraSeal C2, same run
 //!   (`--build-only` puts the binaries for a GPU machine without Rust in `.gpu-peer/`)
 
@@ -13,6 +14,7 @@ mod bench_cpu;
 mod bench_groth16;
 mod bench_kernels;
 mod kernels;
+mod soak;
 
 #[derive(Parser)]
 #[command(name = "cargo xtask", about = "kiln's build, benchmark and CI tasks")]
@@ -30,6 +32,8 @@ enum Cmd {
         #[command(subcommand)]
         suite: BenchSuite,
     },
+    /// Drive a kiln daemon with a workload for a long time; report steady-state figures and plots.
+    Soak(soak::Args),
 }
 
 #[derive(Subcommand)]
@@ -45,6 +49,7 @@ enum BenchSuite {
 fn main() -> Result<()> {
     match Cli::parse().cmd {
         Cmd::Kernels(args) => kernels::run(args),
+        Cmd::Soak(args) => soak::run(args),
         Cmd::Bench { suite } => match suite {
             BenchSuite::Cpu(args) => bench_cpu::run(args),
             BenchSuite::Kernels(args) => bench_kernels::run(args),

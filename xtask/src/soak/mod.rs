@@ -1,0 +1,142 @@
+//! `cargo xtask soak`: drive a kiln daemon with a workload for a long time
+//! and measure it in steady state.
+//!
+//! It starts `kiln serve` (built in release unless `--kiln-bin` names a
+//! binary) or connects to a running daemon (`--connect`), sends the
+//! workload file's jobs over cuzk.v1 gRPC (closed loop with N clients, or
+//! Poisson arrivals), and every second records the clients' counters, the
+//! daemon's `/status` (budget, buffer counters by stage, queues, workers,
+//! RSS) and NVML's GPU busy % and VRAM. After `--duration` it stops
+//! sending, waits for the jobs in flight, checks that the daemon went back
+//! to idle, and writes a report directory (see [`report`]) with plots.
+//! Steady-state figures exclude a warm-up: `--warmup`, or detected where
+//! throughput settles ([`analysis::detect_warmup`]); the report says which.
+//!
+//! It exits non-zero when a check fails (a failed or unverifiable proof,
+//! peak RSS above the budget, buffer counters not back to zero), which is
+//! what CI's soak relies on.
+//!
+//! The built `xtask` binary runs the soak on a host without cargo:
+//! `xtask soak --kiln-bin ./kiln --workload h200.toml --out DIR`.
+
+mod analysis;
+mod daemon;
+mod load;
+mod plots;
+mod report;
+mod run;
+mod sample;
+mod workload;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+
+/// `cargo xtask soak` arguments.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The workload file (TOML; see xtask/soak/demo.toml).
+    #[arg(long, default_value = "xtask/soak/demo.toml")]
+    pub workload: PathBuf,
+    /// How long to send work, e.g. 90s, 10m, 1h30m.
+    #[arg(long, value_parser = parse_duration, default_value = "2m")]
+    pub duration: Duration,
+    /// Discard this long from the start; detected from throughput when not given.
+    #[arg(long, value_parser = parse_duration)]
+    pub warmup: Option<Duration>,
+    /// The report directory (default: target/soak/<UTC time>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Use a running daemon at `unix:PATH` or `tcp:HOST:PORT` instead of
+    /// starting one (the workload's [daemon] settings are then ignored).
+    #[arg(long)]
+    pub connect: Option<String>,
+    /// The running daemon's status listener (with --connect).
+    #[arg(long, default_value = "127.0.0.1:9464")]
+    pub status: std::net::SocketAddr,
+    /// The `kiln` binary to start; built with `cargo build --release` when not given.
+    #[arg(long)]
+    pub kiln_bin: Option<PathBuf>,
+    /// Parameter cache the started daemon uses and the soak verifies
+    /// against (default: the daemon's, ~/.cache/kiln/params).
+    #[arg(long)]
+    pub params_dir: Option<PathBuf>,
+    /// More `--set KEY=VALUE` settings for the started daemon, after the workload's.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// How long to wait for jobs in flight after --duration.
+    #[arg(long, value_parser = parse_duration, default_value = "5m")]
+    pub drain: Duration,
+    /// Do not load (or generate) the workload's parameters before the clock
+    /// starts: their first use then falls inside the warm-up.
+    #[arg(long)]
+    pub no_preload: bool,
+    /// Seed for the job mix and witnesses (default: from the clock).
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+/// Runs the soak; an error when it could not run or a check failed.
+pub fn run(args: Args) -> Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let passed = rt.block_on(run::soak(args))?;
+    if !passed {
+        bail!("the soak failed a check (see the report)");
+    }
+    Ok(())
+}
+
+/// Parses `90s`, `10m`, `1h30m`, `500ms` or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if let Ok(secs) = s.parse::<f64>() {
+        return (secs >= 0.0 && secs.is_finite()).then(|| Duration::from_secs_f64(secs)).ok_or(format!("{s:?}: negative"));
+    }
+    let mut total = 0.0;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let unit_len = rest[num_len..].find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len() - num_len);
+        let (num, unit) = (&rest[..num_len], &rest[num_len..num_len + unit_len]);
+        let n: f64 = num.parse().map_err(|_| format!("{s:?}: expected a duration like 90s, 10m or 1h30m"))?;
+        total += n * match unit {
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" | "min" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(format!("{s:?}: unknown unit {unit:?} (ms, s, m, h)")),
+        };
+        rest = &rest[num_len + unit_len..];
+    }
+    if s.is_empty() {
+        return Err("empty duration".into());
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("3m"), Ok(Duration::from_secs(180)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("1.5m"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        for bad in ["", "3x", "m", "-5", "1h30"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_shipped_workloads_parse() {
+        for f in ["demo.toml", "h200.toml"] {
+            let path = crate::workspace_root().join("xtask/soak").join(f);
+            workload::Workload::load(&path).unwrap_or_else(|e| panic!("{f}: {e:#}"));
+        }
+    }
+}

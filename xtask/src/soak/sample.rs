@@ -1,0 +1,229 @@
+//! One row per second: the clients' counters, the daemon's `/status`
+//! (budget, buffer counters by stage, queues, workers, its own RSS), and
+//! NVML's view of the GPUs; written as `samples.csv`.
+
+use kiln_gpu::nvml::GpuSample;
+use kiln_pipeline::Stage;
+use serde_json::Value;
+
+/// What the daemon's `/status` says, reduced to the figures the soak tracks.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DaemonSample {
+    pub jobs_completed: u64,
+    pub jobs_failed: u64,
+    pub partitions_proved: u64,
+    /// RSS now and its high-water mark, when the daemon reports them (or the
+    /// soak can read them from /proc for a daemon it started).
+    pub rss: Option<u64>,
+    pub rss_peak: Option<u64>,
+    pub budget_total: u64,
+    pub budget_reserved: u64,
+    pub budget_waiting: u64,
+    pub pool_in_use: u64,
+    pub pool_total: u64,
+    /// (partitions, bytes) per stage, in [`Stage::ALL`] order.
+    pub stages: [(u64, u64); 6],
+    pub partitions_pending: u64,
+    pub partitions_in_progress: u64,
+    pub synthesis_busy: u64,
+    pub prover_workers: u64,
+    pub prover_workers_busy: u64,
+    pub jobs_in_flight: u64,
+    pub budget_waiters_and_pool_idle: bool,
+}
+
+impl DaemonSample {
+    /// Reads a `/status` document; fields it lacks read as zero / absent.
+    pub fn from_status(doc: &Value) -> Self {
+        let e = &doc["engine"];
+        let u = |v: &Value| v.as_u64().unwrap_or(0);
+        let mut stages = [(0, 0); 6];
+        for (slot, stage) in stages.iter_mut().zip(Stage::ALL) {
+            if let Some(s) = e["buffers"]["stages"].as_array().and_then(|a| a.iter().find(|s| s["stage"] == stage.name())) {
+                *slot = (u(&s["count"]), u(&s["bytes"]));
+            }
+        }
+        let queues = e["queues"].as_array().map(Vec::as_slice).unwrap_or_default();
+        let gpu_workers = e["workers"]["gpu_workers"].as_array().map(Vec::as_slice).unwrap_or_default();
+        Self {
+            jobs_completed: u(&e["jobs"]["completed"]),
+            jobs_failed: u(&e["jobs"]["failed"]),
+            partitions_proved: u(&e["jobs"]["partitions_proved"]),
+            rss: doc["process"]["rss_bytes"].as_u64(),
+            rss_peak: doc["process"]["rss_peak_bytes"].as_u64(),
+            budget_total: u(&e["budget"]["total"]),
+            budget_reserved: u(&e["budget"]["reserved"]),
+            budget_waiting: u(&e["budget"]["waiting_reservations"]),
+            pool_in_use: u(&e["pinned_pool"]["pinned_in_use_bytes"]),
+            pool_total: u(&e["pinned_pool"]["pinned_total_bytes"]),
+            stages,
+            partitions_pending: queues.iter().map(|q| u(&q["pending_partitions"])).sum(),
+            partitions_in_progress: queues.iter().map(|q| u(&q["in_progress_partitions"])).sum(),
+            synthesis_busy: u(&e["workers"]["synthesis_busy"]),
+            prover_workers: gpu_workers.len() as u64,
+            prover_workers_busy: gpu_workers.iter().filter(|g| !g["current_job_id"].is_null()).count() as u64,
+            jobs_in_flight: u(&e["jobs"]["in_flight"]),
+            budget_waiters_and_pool_idle: u(&e["budget"]["waiting_reservations"]) == 0
+                && u(&e["pinned_pool"]["pinned_in_use_bytes"]) == 0,
+        }
+    }
+
+    /// No job in flight, nothing queued, every buffer counter at zero, no
+    /// pool buffer checked out, nobody waiting for memory.
+    pub fn idle(&self) -> bool {
+        self.jobs_in_flight == 0
+            && self.partitions_pending == 0
+            && self.partitions_in_progress == 0
+            && self.stages.iter().all(|&(c, b)| c == 0 && b == 0)
+            && self.budget_waiters_and_pool_idle
+    }
+}
+
+/// One row of `samples.csv`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Sample {
+    /// Seconds since the run started.
+    pub t_s: f64,
+    pub jobs_sent: u64,
+    pub jobs_completed: u64,
+    pub jobs_failed: u64,
+    /// Partitions in the jobs completed so far (the throughput unit).
+    pub proofs_completed: u64,
+    pub jobs_in_flight: u64,
+    pub jobs_shed: u64,
+    /// `None` when `/status` did not answer this second.
+    pub daemon: Option<DaemonSample>,
+    /// One per device NVML sees; empty without NVML.
+    pub gpus: Vec<GpuSample>,
+}
+
+impl Sample {
+    /// Mean busy % over the GPUs, `None` without any.
+    pub fn gpu_busy_mean(&self) -> Option<f64> {
+        (!self.gpus.is_empty()).then(|| self.gpus.iter().map(|g| g.busy_percent as f64).sum::<f64>() / self.gpus.len() as f64)
+    }
+}
+
+/// The CSV header for `gpus` devices.
+pub fn csv_header(gpus: usize) -> String {
+    let mut cols: Vec<String> = [
+        "t_s", "jobs_sent", "jobs_completed", "jobs_failed", "proofs_completed", "jobs_in_flight", "jobs_shed",
+        "daemon_jobs_completed", "daemon_jobs_failed", "daemon_partitions_proved", "rss_bytes", "rss_peak_bytes",
+        "budget_total_bytes", "budget_reserved_bytes", "budget_waiting_reservations", "pool_in_use_bytes",
+        "pool_total_bytes", "partitions_pending", "partitions_in_progress", "synthesis_busy", "prover_workers",
+        "prover_workers_busy",
+    ]
+    .map(String::from)
+    .to_vec();
+    cols.extend(Stage::ALL.iter().map(|s| format!("buffers_{}", s.name())));
+    cols.extend(Stage::ALL.iter().map(|s| format!("buffer_bytes_{}", s.name())));
+    cols.push("gpu_busy_mean_pct".into());
+    for i in 0..gpus {
+        cols.extend([format!("gpu{i}_busy_pct"), format!("gpu{i}_mem_used_bytes"), format!("gpu{i}_mem_total_bytes")]);
+    }
+    cols.join(",")
+}
+
+/// One CSV line (no newline) with `gpus` device column groups; absent
+/// values are empty cells, never zeros.
+pub fn csv_row(s: &Sample, gpus: usize) -> String {
+    let mut cells: Vec<String> = [s.jobs_sent, s.jobs_completed, s.jobs_failed, s.proofs_completed, s.jobs_in_flight, s.jobs_shed]
+        .iter()
+        .map(u64::to_string)
+        .collect();
+    cells.insert(0, format!("{:.3}", s.t_s));
+    let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+    match &s.daemon {
+        Some(d) => {
+            cells.extend([d.jobs_completed, d.jobs_failed, d.partitions_proved].map(|v| v.to_string()));
+            cells.extend([opt(d.rss), opt(d.rss_peak)]);
+            cells.extend(
+                [
+                    d.budget_total,
+                    d.budget_reserved,
+                    d.budget_waiting,
+                    d.pool_in_use,
+                    d.pool_total,
+                    d.partitions_pending,
+                    d.partitions_in_progress,
+                    d.synthesis_busy,
+                    d.prover_workers,
+                    d.prover_workers_busy,
+                ]
+                .map(|v| v.to_string()),
+            );
+            cells.extend(d.stages.iter().map(|(c, _)| c.to_string()));
+            cells.extend(d.stages.iter().map(|(_, b)| b.to_string()));
+        }
+        // 15 daemon figures and 12 stage columns, all unknown this second.
+        None => cells.extend(std::iter::repeat_n(String::new(), 15 + 12)),
+    }
+    cells.push(s.gpu_busy_mean().map(|v| format!("{v:.1}")).unwrap_or_default());
+    for i in 0..gpus {
+        match s.gpus.iter().find(|g| g.index as usize == i) {
+            Some(g) => cells.extend([g.busy_percent as u64, g.mem_used, g.mem_total].map(|v| v.to_string())),
+            None => cells.extend(std::iter::repeat_n(String::new(), 3)),
+        }
+    }
+    cells.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STATUS: &str = r#"{
+      "version": "0.1.0", "listen": "unix:/x",
+      "process": {"pid": 7, "rss_bytes": 1000, "rss_peak_bytes": 2000},
+      "engine": {
+        "budget": {"total": 4096, "reserved": 1024, "waiting_reservations": 1, "peak_reserved": 2048},
+        "pinned_pool": {"pinned_in_use_bytes": 512, "pinned_total_bytes": 1024},
+        "buffers": {"stages": [
+          {"stage": "synthesizing", "count": 2, "bytes": 20},
+          {"stage": "synthesized_waiting", "count": 0, "bytes": 0},
+          {"stage": "in_gpu_queue", "count": 1, "bytes": 10},
+          {"stage": "on_gpu", "count": 1, "bytes": 5},
+          {"stage": "finalizing", "count": 0, "bytes": 0},
+          {"stage": "freeing", "count": 0, "bytes": 0}]},
+        "queues": [{"kind_label": "a", "pending_partitions": 3, "in_progress_partitions": 2},
+                   {"kind_label": "b", "pending_partitions": 1, "in_progress_partitions": 2}],
+        "workers": {"synthesis_busy": 2, "gpu_workers": [{"current_job_id": "j"}, {"current_job_id": null}]},
+        "jobs": {"completed": 5, "failed": 1, "partitions_proved": 9, "in_flight": 4}
+      }}"#;
+
+    #[test]
+    fn status_documents_are_read() {
+        let d = DaemonSample::from_status(&serde_json::from_str(STATUS).unwrap());
+        assert_eq!((d.jobs_completed, d.jobs_failed, d.partitions_proved), (5, 1, 9));
+        assert_eq!((d.rss, d.rss_peak), (Some(1000), Some(2000)));
+        assert_eq!(d.stages, [(2, 20), (0, 0), (1, 10), (1, 5), (0, 0), (0, 0)]);
+        assert_eq!((d.partitions_pending, d.partitions_in_progress), (4, 4));
+        assert_eq!((d.prover_workers, d.prover_workers_busy, d.synthesis_busy), (2, 1, 2));
+        assert!(!d.idle());
+        let idle = DaemonSample { budget_waiters_and_pool_idle: true, ..Default::default() };
+        assert!(idle.idle());
+        // A daemon without the `process` section (older builds).
+        let old = DaemonSample::from_status(&serde_json::from_str(&STATUS.replace("\"process\"", "\"other\"")).unwrap());
+        assert_eq!(old.rss, None);
+    }
+
+    #[test]
+    fn rows_have_as_many_cells_as_the_header() {
+        let d = DaemonSample::from_status(&serde_json::from_str(STATUS).unwrap());
+        let gpu = GpuSample { index: 1, busy_percent: 80, mem_used: 5, mem_total: 10 };
+        for (daemon, gpus) in [(Some(d), vec![gpu.clone()]), (None, vec![]), (None, vec![gpu])] {
+            let s = Sample { t_s: 1.5, jobs_completed: 3, daemon, gpus, ..Default::default() };
+            let header = csv_header(2);
+            let row = csv_row(&s, 2);
+            assert_eq!(row.split(',').count(), header.split(',').count(), "{header}\n{row}");
+            let cell = |name: &str| row.split(',').nth(header.split(',').position(|h| h == name).unwrap()).unwrap().to_string();
+            assert_eq!(cell("jobs_completed"), "3");
+            if s.daemon.is_some() {
+                assert_eq!((cell("buffers_synthesizing"), cell("buffer_bytes_on_gpu"), cell("rss_bytes")), ("2".into(), "5".into(), "1000".into()));
+            } else {
+                assert_eq!(cell("rss_bytes"), "", "absent is empty, not zero");
+            }
+            assert_eq!((cell("gpu0_busy_pct"), cell("gpu1_busy_pct")), (String::new(), if s.gpus.is_empty() { String::new() } else { "80".into() }));
+        }
+    }
+}
