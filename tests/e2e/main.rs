@@ -3,6 +3,7 @@
 //! they measure ordering and memory, which other tests' load would blur on a
 //! 2-core machine.
 
+mod filecoin;
 mod harness;
 mod jobs;
 mod lifecycle;

@@ -53,13 +53,13 @@ fn bad_requests() -> Vec<(&'static str, SubmitProofRequest, Code, &'static str)>
             "Phase1Out is not base64",
         ),
         (
-            "well-formed PoRep",
+            "PoRep envelope around a C1 output with fields missing",
             SubmitProofRequest { vanilla_proof: porep_ok_shape.to_vec(), ..kind(ProofKind::PorepSealCommit) },
-            Code::Unimplemented,
-            "proof kind POREP_SEAL_COMMIT is not supported by this build (kiln-filecoin not yet wired)",
+            Code::InvalidArgument,
+            "POREP_SEAL_COMMIT: vanilla_proof.Phase1Out is not a filecoin-proofs 19 SealCommitPhase1Output",
         ),
-        ("well-formed WinningPoSt", post(ProofKind::WinningPost), Code::Unimplemented, "WINNING_POST is not supported"),
-        ("well-formed SnapDeals", snap, Code::Unimplemented, "SNAP_DEALS_UPDATE is not supported"),
+        ("WinningPoSt of junk bytes", post(ProofKind::WinningPost), Code::InvalidArgument, "vanilla_proofs[0] is not a bincode FallbackPoStSectorProof"),
+        ("SnapDeals of junk bytes", snap, Code::InvalidArgument, "vanilla_proofs[0] is not a bincode PartitionProof"),
         ("synthetic size 0", synthetic("s0", 0, 1, Priority::Normal, 0), Code::InvalidArgument, "synthetic_log_size must be between 2 and 20, got 0"),
         ("synthetic size 40", synthetic("s40", 40, 1, Priority::Normal, 0), Code::InvalidArgument, "got 40"),
         (

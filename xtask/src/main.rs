@@ -3,6 +3,7 @@
 //! - `cargo xtask kernels`        build `cuda/` into the fatbin kiln-gpu embeds (installs nvcc from PyPI if needed)
 //! - `cargo xtask bench cpu`      kiln's CPU prover against bellperson's on the same circuits
 //! - `cargo xtask bench kernels`  GPU kernel timings next to their floors (needs a GPU)
+//! - `cargo xtask gen-vanilla --sector-size 2KiB`  real Filecoin inputs of every kind (seal, C1, vanilla proofs) as request payloads
 //! - `cargo xtask soak`           drive a kiln daemon with a workload file for `--duration`; steady-state report + plots
 //! - `cargo xtask bench groth16 --peer supraseal`  kiln's GPU prover against SupraSeal C2, same run
 //!   (`--build-only` puts the binaries for a GPU machine without Rust in `.gpu-peer/`)
@@ -13,6 +14,7 @@ use clap::{Parser, Subcommand};
 mod bench_cpu;
 mod bench_groth16;
 mod bench_kernels;
+mod gen_vanilla;
 mod kernels;
 mod soak;
 
@@ -32,6 +34,8 @@ enum Cmd {
         #[command(subcommand)]
         suite: BenchSuite,
     },
+    /// Seal a test-size sector on the CPU and write real payloads of every Filecoin proof kind.
+    GenVanilla(gen_vanilla::Args),
     /// Drive a kiln daemon with a workload for a long time; report steady-state figures and plots.
     Soak(soak::Args),
 }
@@ -50,6 +54,7 @@ fn main() -> Result<()> {
     match Cli::parse().cmd {
         Cmd::Kernels(args) => kernels::run(args),
         Cmd::Soak(args) => soak::run(args),
+        Cmd::GenVanilla(args) => gen_vanilla::run(args),
         Cmd::Bench { suite } => match suite {
             BenchSuite::Cpu(args) => bench_cpu::run(args),
             BenchSuite::Kernels(args) => bench_kernels::run(args),

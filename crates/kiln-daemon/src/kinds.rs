@@ -4,15 +4,20 @@
 //! the kind). Adding a kind is one entry in `KINDS`; nothing else in the
 //! daemon branches on kinds.
 //!
-//! The checks here are about the wire (sizes, encodings, required fields),
-//! so malformed requests get a precise INVALID_ARGUMENT even for kinds this
-//! build does not prove; parsing what the payloads mean belongs to the
-//! factories (kiln-filecoin's, when it is wired in).
+//! The checks here are about the wire (sizes, encodings, required fields);
+//! parsing what the payloads mean belongs to the factories (kiln-filecoin's
+//! for the Filecoin kinds), whose errors are INVALID_ARGUMENT too. The
+//! Filecoin parameters live in filecoin-proofs' cache
+//! (`FIL_PROOFS_PARAMETER_CACHE`, default /var/tmp/filecoin-proof-parameters).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use base64::Engine as _;
+use kiln_filecoin::porep::PorepRequest;
+use kiln_filecoin::post::PostRequest;
+use kiln_filecoin::snap::SnapRequest;
+use kiln_filecoin::PoStType;
 use kiln_pipeline::synthetic::SyntheticJob;
 use kiln_pipeline::{JobSource, Priority, SrsSpec};
 use kiln_proto::v1::{Priority as WirePriority, ProofKind, SubmitProofRequest};
@@ -58,12 +63,19 @@ struct KindEntry {
 }
 
 /// Every kind the wire names. The four Filecoin kinds get their factories
-/// (and SRS ids such as "porep-32g") from kiln-filecoin.
+/// from kiln-filecoin; their SRS ids ("porep-32GiB", "window-post-2KiB", or
+/// filecoin-proofs' cache ids) resolve once, through the PoRep entry.
 const KINDS: &[KindEntry] = &[
-    KindEntry { kind: ProofKind::PorepSealCommit, default_priority: Priority::Normal, check: check_porep, factory: None, srs: None },
-    KindEntry { kind: ProofKind::SnapDealsUpdate, default_priority: Priority::Normal, check: check_snap, factory: None, srs: None },
-    KindEntry { kind: ProofKind::WindowPostPartition, default_priority: Priority::High, check: check_post, factory: None, srs: None },
-    KindEntry { kind: ProofKind::WinningPost, default_priority: Priority::Critical, check: check_post, factory: None, srs: None },
+    KindEntry {
+        kind: ProofKind::PorepSealCommit,
+        default_priority: Priority::Normal,
+        check: check_porep,
+        factory: Some(build_porep),
+        srs: Some(resolve_filecoin_srs),
+    },
+    KindEntry { kind: ProofKind::SnapDealsUpdate, default_priority: Priority::Normal, check: check_snap, factory: Some(build_snap), srs: None },
+    KindEntry { kind: ProofKind::WindowPostPartition, default_priority: Priority::High, check: check_post, factory: Some(build_window_post), srs: None },
+    KindEntry { kind: ProofKind::WinningPost, default_priority: Priority::Critical, check: check_post, factory: Some(build_winning_post), srs: None },
     KindEntry {
         kind: ProofKind::KilnSynthetic,
         default_priority: Priority::Normal,
@@ -91,7 +103,7 @@ pub fn build(req: &SubmitProofRequest, ctx: &KindContext) -> Result<BuiltJob, Ki
     };
     (entry.check)(req, ctx).map_err(|m| KindError::Invalid(format!("{name}: {m}")))?;
     let factory = entry.factory.ok_or_else(|| {
-        KindError::Unsupported(format!("proof kind {name} is not supported by this build (kiln-filecoin not yet wired)"))
+        KindError::Unsupported(format!("proof kind {name} is not supported by this build"))
     })?;
     let source = factory(req, ctx).map_err(|m| KindError::Invalid(format!("{name}: {m}")))?;
     Ok(BuiltJob { source, priority })
@@ -107,8 +119,9 @@ pub fn resolve_srs(circuit_id: &str, ctx: &KindContext) -> Result<SrsSpec, Strin
         .unwrap_or_else(|| {
             Err(format!(
                 "unknown circuit_id {circuit_id:?}: this build knows synthetic ids such as \
-                 \"synthetic-filecoin-like-2^12\" or \"synthetic-dense-2^10-4in\" \
-                 (the Filecoin circuits come with kiln-filecoin, not yet wired)"
+                 \"synthetic-filecoin-like-2^12\" or \"synthetic-dense-2^10-4in\", and Filecoin ids such as \
+                 \"porep-32GiB\", \"snap-32GiB\", \"window-post-2KiB\", \"winning-post-8MiB\" \
+                 or filecoin-proofs' cache ids (\"stacked-proof-of-replication-...\")"
             ))
         })
 }
@@ -164,6 +177,45 @@ fn check_snap(req: &SubmitProofRequest, _: &KindContext) -> Result<(), String> {
 fn check_post(req: &SubmitProofRequest, _: &KindContext) -> Result<(), String> {
     need_vanilla_proofs(req)?;
     need_32("randomness", &req.randomness)
+}
+
+fn build_porep(req: &SubmitProofRequest, _: &KindContext) -> Result<Arc<dyn JobSource>, String> {
+    let porep = PorepRequest { sector_size: req.sector_size, registered_proof: req.registered_proof, sector_number: req.sector_number };
+    kiln_filecoin::porep::job(&req.vanilla_proof, &porep)
+}
+
+fn build_snap(req: &SubmitProofRequest, _: &KindContext) -> Result<Arc<dyn JobSource>, String> {
+    kiln_filecoin::snap::job(&SnapRequest {
+        registered_proof: req.registered_proof,
+        sector_size: req.sector_size,
+        vanilla_proofs: &req.vanilla_proofs,
+        comm_r_old: &req.comm_r_old,
+        comm_r_new: &req.comm_r_new,
+        comm_d_new: &req.comm_d_new,
+    })
+}
+
+fn post_request(req: &SubmitProofRequest) -> PostRequest<'_> {
+    PostRequest {
+        registered_proof: req.registered_proof,
+        sector_size: req.sector_size,
+        vanilla_proofs: &req.vanilla_proofs,
+        randomness: &req.randomness,
+        miner_id: req.miner_id,
+        partition_index: req.partition_index,
+    }
+}
+
+fn build_window_post(req: &SubmitProofRequest, _: &KindContext) -> Result<Arc<dyn JobSource>, String> {
+    kiln_filecoin::post::job(PoStType::Window, &post_request(req))
+}
+
+fn build_winning_post(req: &SubmitProofRequest, _: &KindContext) -> Result<Arc<dyn JobSource>, String> {
+    kiln_filecoin::post::job(PoStType::Winning, &post_request(req))
+}
+
+fn resolve_filecoin_srs(id: &str, _: &KindContext) -> Option<Result<SrsSpec, String>> {
+    kiln_filecoin::srs_for_circuit_id(id)
 }
 
 /// Public inputs per partition when a synthetic request leaves it at 0 (what `kiln demo` uses).
@@ -269,16 +321,17 @@ mod tests {
     }
 
     #[test]
-    fn filecoin_kinds_check_shape_then_say_unsupported() {
+    fn filecoin_kinds_check_the_wire_then_parse_the_payload() {
         let mut w = req(ProofKind::WinningPost);
         w.vanilla_proofs = vec![vec![1, 2, 3]];
         w.randomness = vec![0; 31];
         assert_eq!(err(&w), KindError::Invalid("WINNING_POST: randomness must be 32 bytes, got 31".into()));
         w.randomness = vec![0; 32];
-        assert_eq!(
-            err(&w),
-            KindError::Unsupported("proof kind WINNING_POST is not supported by this build (kiln-filecoin not yet wired)".into())
-        );
+        assert!(matches!(err(&w), KindError::Invalid(m) if m.starts_with("WINNING_POST: vanilla_proofs[0] is not a bincode FallbackPoStSectorProof")));
+        w.registered_proof = 10;
+        assert!(matches!(err(&w), KindError::Invalid(m) if m.contains("is a Window PoSt proof, not a Winning one")));
+        w.registered_proof = 77;
+        assert!(matches!(err(&w), KindError::Invalid(m) if m.contains("unknown registered PoSt proof 77")));
 
         let mut s = req(ProofKind::SnapDealsUpdate);
         s.vanilla_proofs = vec![vec![1]];
@@ -293,7 +346,7 @@ mod tests {
         p.vanilla_proof = br#"{"SectorNum": 1, "Phase1Out": "%%%", "SectorSize": 2048}"#.to_vec();
         assert!(matches!(err(&p), KindError::Invalid(m) if m.contains("Phase1Out is not base64")));
         p.vanilla_proof = br#"{"SectorNum": 1, "Phase1Out": "e30=", "SectorSize": 2048}"#.to_vec();
-        assert!(matches!(err(&p), KindError::Unsupported(_)));
+        assert!(matches!(err(&p), KindError::Invalid(m) if m.contains("is not a filecoin-proofs 19 SealCommitPhase1Output")));
         p.sector_size = 4096;
         assert!(matches!(err(&p), KindError::Invalid(m) if m.contains("disagrees")));
     }
@@ -335,7 +388,12 @@ mod tests {
         let c = ctx();
         assert_eq!(resolve_srs("synthetic-filecoin-like-2^12", &c).unwrap().id, "synthetic-filecoin-like-2^12-4in");
         assert_eq!(resolve_srs("synthetic-dense-2^9-2in", &c).unwrap().id, "synthetic-dense-2^9-2in");
-        assert!(resolve_srs("porep-32g", &c).unwrap_err().contains("unknown circuit_id \"porep-32g\""));
+        let porep = resolve_srs("porep-32GiB", &c).unwrap();
+        assert!(porep.id.starts_with("stacked-proof-of-replication-merkletree-poseidon_hasher-8-8-0-sha256_hasher-"), "{}", porep.id);
+        assert_eq!(resolve_srs(&porep.id, &c).unwrap().id, porep.id);
+        assert!(resolve_srs("porep-3GiB", &c).unwrap_err().contains("no porep registered proof"));
+        assert!(resolve_srs("stacked-proof-of-replication-nope", &c).unwrap_err().contains("no parameter set"));
+        assert!(resolve_srs("porep", &c).unwrap_err().contains("unknown circuit_id \"porep\""));
         assert!(resolve_srs("synthetic-dense-2^40", &c).unwrap_err().contains("between 2 and 16"));
         assert!(resolve_srs("synthetic-weird-2^9", &c).unwrap_err().contains("unknown workload kind"));
     }

@@ -174,7 +174,7 @@ impl<Tree: 'static + MerkleTreeTrait> JobSource for PorepJob<Tree> {
         let _span = tracing::debug_span!("porep_partition", partition = i).entered();
         let circuit = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::circuit(
             &self.pub_inputs,
-            Default::default(),
+            (),
             &self.vanilla[i],
             &self.pub_params,
             Some(i),

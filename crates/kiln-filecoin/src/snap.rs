@@ -14,6 +14,7 @@ use kiln_synth::{Assignment, AssignmentBuffers, SynthError};
 use storage_proofs_core::compound_proof::CompoundProof;
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::parameter_cache::CacheableParameters;
+use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_update::{EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PartitionProof, PublicInputs, PublicParams};
 
 use crate::circuit_error;
@@ -96,7 +97,16 @@ fn build<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(proof: Registere
         comm_r_new: domain("comm_r_new", req.comm_r_new)?,
         h: config.h,
     };
-    Ok(Arc::new(SnapJob { params: param_set_of::<Tree>(size), pub_inputs, pub_params: PublicParams::from_sector_size(size), vanilla }))
+    let pub_params = PublicParams::from_sector_size(size);
+    // The vanilla proofs must prove these commitments: checked here (cheap
+    // Merkle-path checks), so a mismatch is refused at submission with a
+    // reason instead of failing deep inside the circuit.
+    match EmptySectorUpdate::<Tree>::verify_all_partitions(&pub_params, &pub_inputs, &vanilla) {
+        Ok(true) => {}
+        Ok(false) => return Err("the vanilla proofs do not prove comm_r_old -> comm_r_new with comm_d_new (wrong or swapped commitments, or another sector's proofs)".into()),
+        Err(e) => return Err(format!("the vanilla proofs do not fit {proof:?}: {e:#}")),
+    }
+    Ok(Arc::new(SnapJob { params: param_set_of::<Tree>(size), pub_inputs, pub_params, vanilla }))
 }
 
 impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> JobSource for SnapJob<Tree> {
@@ -116,7 +126,7 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> JobSource for SnapJo
         let _span = tracing::debug_span!("snap_partition", partition = i).entered();
         let circuit = <EmptySectorUpdateCompound<Tree> as CompoundProof<EmptySectorUpdate<Tree>, EmptySectorUpdateCircuit<Tree>>>::circuit(
             &self.pub_inputs,
-            Default::default(),
+            (),
             &self.vanilla[i],
             &self.pub_params,
             Some(i),
