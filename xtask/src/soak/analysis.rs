@@ -40,10 +40,12 @@ pub fn windowed_rate(events: &[(f64, u64)], run_s: f64, w: f64) -> Vec<f64> {
 /// Finds the end of the warm-up from throughput alone: the reference level
 /// is the median rate of the second half of the windows, and warm-up ends
 /// at the first window (in the first half) that, with the one after it,
-/// reaches `(1 - tol)` of that level - and never before the first
-/// completion, since until then nothing at all is steady. `None` when there
-/// are fewer than 4 windows, nothing completed, or throughput never
-/// settled in the first half of the run.
+/// reaches `(1 - tol)` of that level. The first window is always discarded,
+/// and so is everything before the first completion: they hold the cold
+/// start (first pool buffers, parameters' first trip to the device, cold
+/// caches), whose cost a count of completions per window can hide. `None`
+/// when there are fewer than 4 windows, nothing completed, or throughput
+/// never settled in the first half of the run.
 pub fn detect_warmup(events: &[(f64, u64)], run_s: f64, w: f64, tol: f64) -> Option<f64> {
     let rates = windowed_rate(events, run_s, w);
     let n = rates.len();
@@ -56,7 +58,7 @@ pub fn detect_warmup(events: &[(f64, u64)], run_s: f64, w: f64, tol: f64) -> Opt
     }
     let first_completion = events.iter().map(|e| e.0).fold(f64::INFINITY, f64::min);
     let floor = (1.0 - tol) * reference;
-    (0..=n / 2)
+    (1..=n / 2)
         .find(|&i| rates[i] >= floor && rates.get(i + 1).is_some_and(|&r| r >= floor))
         .map(|i| (i as f64 * w).max(first_completion))
 }
@@ -241,12 +243,12 @@ mod tests {
 
     #[test]
     fn steady_from_the_start_still_discards_the_cold_start() {
-        // The first window holds 13 of 15 completions: steady, but not before the first.
+        // Steady from the first completion on: the first window still goes.
         let ev = ramp_events(300.0, 2.0, 0.0, 1.0);
-        assert_eq!(detect_warmup(&ev, 300.0, 15.0, SETTLE_TOLERANCE), Some(2.0));
-        // Half of the first window passes before the first completion: that window is warm-up.
-        let ev = ramp_events(300.0, 7.5, 0.0, 1.0);
         assert_eq!(detect_warmup(&ev, 300.0, 15.0, SETTLE_TOLERANCE), Some(15.0));
+        // A first completion later than the first window: nothing before it counts.
+        let ev = ramp_events(300.0, 16.0, 0.0, 1.0);
+        assert_eq!(detect_warmup(&ev, 300.0, 15.0, SETTLE_TOLERANCE), Some(16.0));
     }
 
     #[test]
@@ -299,7 +301,7 @@ mod tests {
             let ev = ramp_events(run, start, ramp, rate);
             let w = window_s(run, 1.0 / rate);
             if let Some(end) = detect_warmup(&ev, run, w, SETTLE_TOLERANCE) {
-                prop_assert!(end >= start && end <= run / 2.0 + w, "{end}");
+                prop_assert!(end >= start && end >= w && end <= run / 2.0 + w, "{end}");
             }
         }
     }
