@@ -15,15 +15,21 @@ pub struct Backends {
     pub why: String,
 }
 
-/// Opens the backends `choice` asks for.
-pub fn choose(choice: &str, workers_per_gpu: usize) -> Result<Backends> {
+/// Opens the backends `choice` asks for, on the GPUs `devices` lists (every
+/// visible GPU when `None`).
+pub fn choose(choice: &str, workers_per_gpu: usize, devices: Option<&[usize]>) -> Result<Backends> {
     let cpu = |why: String| Backends { workers: vec![Arc::new(CpuBackend) as Arc<dyn ProverBackend>], gpus: Vec::new(), why };
     match choice {
         "cpu" => Ok(cpu("cpu (asked for)".into())),
         "auto" | "gpu" => {
-            // Opening fails quietly without libcuda or without kernels in
-            // this build; both mean "no GPU" here.
-            let gpu_workers = GpuBackend::all(workers_per_gpu);
+            // Opening every GPU fails quietly without libcuda or without
+            // kernels in this build; both mean "no GPU" here. GPUs named in
+            // the configuration must open.
+            let gpu_workers = match devices {
+                None => GpuBackend::all(workers_per_gpu),
+                Some(list) => GpuBackend::on_devices(list, workers_per_gpu)
+                    .map_err(|e| anyhow::anyhow!("gpu_devices {list:?}: {e}"))?,
+            };
             if gpu_workers.is_empty() {
                 if choice == "gpu" {
                     bail!("backend gpu: no usable GPU (no CUDA driver, no device, or a build without kernels)");
@@ -36,7 +42,8 @@ pub fn choose(choice: &str, workers_per_gpu: usize) -> Result<Backends> {
                     gpus.push(w.context().clone());
                 }
             }
-            let why = format!("gpu ({} GPUs, {} workers each)", gpus.len(), workers_per_gpu.max(1));
+            let ordinals: Vec<usize> = gpus.iter().map(|g| g.device().info().ordinal).collect();
+            let why = format!("gpu (GPUs {ordinals:?}, {} workers each)", workers_per_gpu.max(1));
             let workers = gpu_workers.into_iter().map(|w| Arc::new(w) as Arc<dyn ProverBackend>).collect();
             Ok(Backends { workers, gpus, why })
         }

@@ -70,6 +70,8 @@ pub struct DaemonConfig {
     /// GPU workers per device (each with its own copy stream and compute
     /// thread, so one worker's copies overlap another's kernels).
     pub gpu_workers_per_device: usize,
+    /// GPU ordinals to use; `None` = every visible GPU.
+    pub gpu_devices: Option<Vec<usize>>,
     /// Upper bound on `synthetic_log_size` in requests.
     pub max_synthetic_log_size: u32,
     /// Largest gRPC message accepted or sent (PoRep C1 outputs are tens of MiB).
@@ -88,6 +90,7 @@ struct Raw {
     params_dir: Option<PathBuf>,
     backend: String,
     gpu_workers_per_device: usize,
+    gpu_devices: String,
     max_synthetic_log_size: u32,
     max_message_bytes: u64,
     engine: EngineConfig,
@@ -102,11 +105,32 @@ impl Default for Raw {
             params_dir: None,
             backend: "auto".into(),
             gpu_workers_per_device: 2,
+            gpu_devices: "all".into(),
             max_synthetic_log_size: 20,
             max_message_bytes: 512 << 20,
             engine: EngineConfig::default(),
         }
     }
+}
+
+/// `"all"` or comma-separated GPU ordinals ("0,2"), each at most once.
+fn parse_gpu_devices(text: &str) -> Result<Option<Vec<usize>>> {
+    let text = text.trim();
+    if text.eq_ignore_ascii_case("all") {
+        return Ok(None);
+    }
+    let mut list = Vec::new();
+    for part in text.split(',') {
+        let ordinal: usize = part
+            .trim()
+            .parse()
+            .map_err(|_| anyhow::anyhow!("gpu_devices must be \"all\" or GPU ordinals like \"0,1\", not {text:?}"))?;
+        if list.contains(&ordinal) {
+            bail!("gpu_devices lists GPU {ordinal} twice ({text:?}); use gpu_workers_per_device for more workers");
+        }
+        list.push(ordinal);
+    }
+    Ok(Some(list))
 }
 
 /// The default `/status` + `/metrics` address: loopback only, so the
@@ -122,6 +146,7 @@ const TOP_LEVEL: &[(&str, bool)] = &[
     ("params_dir", true),
     ("backend", true),
     ("gpu_workers_per_device", false),
+    ("gpu_devices", true),
     ("max_synthetic_log_size", false),
     ("max_message_bytes", false),
 ];
@@ -179,6 +204,7 @@ pub fn resolve(src: &Sources) -> Result<DaemonConfig> {
     if !(1..=16).contains(&raw.gpu_workers_per_device) {
         bail!("gpu_workers_per_device must be between 1 and 16, not {}", raw.gpu_workers_per_device);
     }
+    let gpu_devices = parse_gpu_devices(&raw.gpu_devices)?;
     if !(1..=28).contains(&raw.max_synthetic_log_size) {
         bail!("max_synthetic_log_size must be between 1 and 28, not {}", raw.max_synthetic_log_size);
     }
@@ -192,6 +218,7 @@ pub fn resolve(src: &Sources) -> Result<DaemonConfig> {
         params_dir: raw.params_dir.unwrap_or_else(default_params_dir),
         backend: raw.backend,
         gpu_workers_per_device: raw.gpu_workers_per_device,
+        gpu_devices,
         max_synthetic_log_size: raw.max_synthetic_log_size,
         max_message_bytes: usize::try_from(raw.max_message_bytes).unwrap_or(usize::MAX),
         engine: raw.engine,
@@ -208,6 +235,10 @@ impl DaemonConfig {
             params_dir: Some(self.params_dir.clone()),
             backend: self.backend.clone(),
             gpu_workers_per_device: self.gpu_workers_per_device,
+            gpu_devices: match &self.gpu_devices {
+                None => "all".into(),
+                Some(list) => list.iter().map(usize::to_string).collect::<Vec<_>>().join(","),
+            },
             max_synthetic_log_size: self.max_synthetic_log_size,
             max_message_bytes: self.max_message_bytes as u64,
             engine: self.engine.clone(),
@@ -361,6 +392,23 @@ mod tests {
         assert_eq!(c.shutdown_grace_secs, 5);
         assert_eq!(c.engine.finalizer_threads, EngineConfig::default().finalizer_threads);
         assert_eq!(c.status_listen.as_deref(), Some(DEFAULT_STATUS_LISTEN));
+    }
+
+    #[test]
+    fn gpu_devices_all_or_a_list() {
+        assert_eq!(resolve(&src(None, &[], &[])).unwrap().gpu_devices, None);
+        let c = resolve(&src(None, &[("KILN_GPU_DEVICES", "1, 0")], &[])).unwrap();
+        assert_eq!(c.gpu_devices, Some(vec![1, 0]));
+        let c = resolve(&src(Some("gpu_devices = \"2\""), &[], &[("gpu_devices", "all")])).unwrap();
+        assert_eq!(c.gpu_devices, None, "the flag beats the file");
+        for bad in ["0,0", "gpu0", "", "1,,2"] {
+            let err = resolve(&src(None, &[("KILN_GPU_DEVICES", bad)], &[])).unwrap_err();
+            assert!(format!("{err:#}").contains("gpu_devices"), "{bad:?}: {err:#}");
+        }
+        // The rendered configuration reads back the same.
+        let c = resolve(&src(None, &[("KILN_GPU_DEVICES", "3,1")], &[])).unwrap();
+        let again = resolve(&src(Some(&c.to_toml()), &[], &[])).unwrap();
+        assert_eq!(again.gpu_devices, Some(vec![3, 1]));
     }
 
     #[test]

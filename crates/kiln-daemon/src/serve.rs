@@ -56,8 +56,9 @@ pub struct Running {
 pub async fn start(config: DaemonConfig) -> Result<Running> {
     let backend = config.backend.clone();
     let per_gpu = config.gpu_workers_per_device;
+    let devices = config.gpu_devices.clone();
     // Opening GPUs loads kernels and creates streams: off the async workers.
-    let chosen = tokio::task::spawn_blocking(move || crate::backends::choose(&backend, per_gpu))
+    let chosen = tokio::task::spawn_blocking(move || crate::backends::choose(&backend, per_gpu, devices.as_deref()))
         .await
         .context("choosing backends panicked")??;
     tracing::info!(backend = %chosen.why, "prover backend");

@@ -212,6 +212,19 @@ impl GpuBackend {
         Ok(GpuBackend { ctx: ctx.clone(), copy, jobs: tx, label })
     }
 
+    /// `workers_per_gpu` workers on each GPU in `ordinals`; an ordinal that
+    /// does not open is an error (the caller asked for that device).
+    pub fn on_devices(ordinals: &[usize], workers_per_gpu: usize) -> Result<Vec<GpuBackend>, GpuError> {
+        let mut out = Vec::new();
+        for &ordinal in ordinals {
+            let ctx = GpuContext::open(ordinal)?;
+            for w in 0..workers_per_gpu.max(1) {
+                out.push(GpuBackend::new(&ctx, w)?);
+            }
+        }
+        Ok(out)
+    }
+
     /// `workers_per_gpu` workers on every visible GPU (empty without a GPU).
     pub fn all(workers_per_gpu: usize) -> Vec<GpuBackend> {
         GpuContext::open_all()

@@ -38,3 +38,52 @@ fn gpu_proofs_equal_cpu_proofs_and_verify() {
         }
     }
 }
+
+/// Two device contexts (two GPUs when there are two, else two contexts on
+/// GPU 0, each with its own resident parameters and streams), two workers
+/// each, proving different circuits at once from several threads: every
+/// proof must equal the CPU proof of its own circuit. A worker that read
+/// another context's or another proof's device state would produce a proof
+/// of the wrong circuit (the field bug: per-worker state shared between
+/// GPUs). Skips without a GPU; the engine-level isolation runs on the CPU.
+#[test]
+fn two_device_contexts_never_mix_proofs() {
+    if kiln_gpu::GpuDevice::count() == 0 {
+        eprintln!("no GPU: skipped (the CPU prover tests cover the shared logic)");
+        return;
+    }
+    let second = usize::from(kiln_gpu::GpuDevice::count() > 1);
+    let (Ok(c0), Ok(c1)) = (GpuContext::open(0), GpuContext::open(second)) else {
+        eprintln!("GPU present but not usable: skipped");
+        return;
+    };
+    let workers: Vec<GpuBackend> = [&c0, &c0, &c1, &c1].iter().enumerate().map(|(i, c)| GpuBackend::new(c, i % 2).unwrap()).collect();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+    // Four circuits of one shape (same parameter sizes, different structure),
+    // so a mix-up cannot be caught by a shape check, only by the proof.
+    let circuits: Vec<_> = (0..4u64)
+        .map(|i| {
+            let kind = if i % 2 == 0 { WorkloadKind::Dense } else { WorkloadKind::FilecoinLike };
+            let c = SyntheticCircuit { kind, constraints: 3000, inputs: 3, structure_seed: 20 + i, witness_seed: Some(30 + i) };
+            (c, Arc::new(ParamsFile::from_parameters(&setup::generate(c, &mut rng).unwrap())))
+        })
+        .collect();
+    let jobs: Vec<(usize, usize, Randomness)> =
+        (0..16).map(|j| (j % 4, (j / 4 + j) % 4, Randomness::random(&mut rng))).collect();
+    std::thread::scope(|s| {
+        for chunk in jobs.chunks(4) {
+            let (workers, circuits) = (&workers, &circuits);
+            s.spawn(move || {
+                for &(w, ci, rs) in chunk {
+                    let (c, params) = &circuits[ci];
+                    let run = |b: &dyn ProverBackend| {
+                        let asg = synthesize(*c, AssignmentBuffers::heap()).unwrap();
+                        finish(prove_start(b, params, asg, rs).unwrap()).unwrap().proof
+                    };
+                    assert_eq!(run(&workers[w]), run(&CpuBackend), "worker {w}, circuit {ci}");
+                }
+            });
+        }
+    });
+    assert_eq!((c0.resident().len(), c1.resident().len()), (4, 4), "each context holds its own copy of the four parameter sets");
+}
