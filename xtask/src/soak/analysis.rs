@@ -182,7 +182,7 @@ pub fn checks(o: &Outcome) -> Vec<Check> {
             name: "no failed proofs",
             pass: o.jobs_failed == 0 && o.jobs_unanswered == 0 && o.jobs_completed > 0,
             detail: format!(
-                "{} jobs completed and verified, {} failed, {} unanswered at the end",
+                "{} jobs completed, {} failed (an error, or a proof that did not verify), {} unanswered at the end",
                 o.jobs_completed, o.jobs_failed, o.jobs_unanswered
             ),
         },
