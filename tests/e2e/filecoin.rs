@@ -7,6 +7,10 @@
 //! Parameters are filecoin-proofs' files in one cache shared by every test
 //! binary of a run (`target/tmp/fil-params`), generated on first use with
 //! kiln's generator (PoRep and SnapDeals take a few minutes on 2 cores).
+//!
+//! `KILN_E2E_FIL_SECTOR_SIZE=8MiB` runs the round trip at another test size
+//! (with `KILN_E2E_BACKEND=gpu` on a GPU host: kiln's GPU timings of real
+//! Filecoin circuits); the malformed-payload test always uses 2 KiB.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -25,6 +29,13 @@ use crate::SERIAL;
 /// Room for the PoRep 2 KiB parameters (1.1 GB, held while proving) and
 /// one 2^22-constraint partition.
 const BUDGET: (&str, &str) = ("engine.memory_budget_bytes", "8GiB");
+/// For larger test sectors (8 MiB, 512 MiB), on a larger host.
+const BIG_BUDGET: (&str, &str) = ("engine.memory_budget_bytes", "64GiB");
+
+/// The round trip's sector size: `KILN_E2E_FIL_SECTOR_SIZE`, default 2 KiB.
+fn round_trip_sector_size() -> u64 {
+    std::env::var("KILN_E2E_FIL_SECTOR_SIZE").map(|s| registered::parse_sector_size(&s).expect("KILN_E2E_FIL_SECTOR_SIZE")).unwrap_or(2048)
+}
 
 /// filecoin-proofs' parameter cache for this run. filecoin-proofs reads
 /// its settings once per process, so this is set before anything asks.
@@ -39,17 +50,20 @@ pub fn fil_params_dir() -> PathBuf {
     .clone()
 }
 
+/// The four payloads of one freshly sealed sector of `size` bytes.
+fn seal(size: u64) -> Vec<Payload> {
+    fil_params_dir();
+    let work = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let p = vanilla::generate(size, work.path(), &mut rand_chacha::ChaCha8Rng::seed_from_u64(size)).unwrap();
+    eprintln!("filecoin e2e: sealed a {} sector and made C1 + vanilla proofs in {:?}", registered::sector_size_name(size), started.elapsed());
+    p
+}
+
 /// The four payloads of one sealed 2 KiB sector.
 fn payloads() -> &'static [Payload] {
     static P: OnceLock<Vec<Payload>> = OnceLock::new();
-    P.get_or_init(|| {
-        fil_params_dir();
-        let work = tempfile::tempdir().unwrap();
-        let started = Instant::now();
-        let p = vanilla::generate(2048, work.path(), &mut rand_chacha::ChaCha8Rng::seed_from_u64(2048)).unwrap();
-        eprintln!("filecoin e2e: sealed a 2 KiB sector and made C1 + vanilla proofs in {:?}", started.elapsed());
-        p
-    })
+    P.get_or_init(|| seal(2048))
 }
 
 fn payload(kind: PayloadKind) -> Payload {
@@ -110,10 +124,11 @@ async fn submit_and_await(d: &Daemon, req: SubmitProofRequest) -> AwaitProofResp
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_filecoin_kind_round_trips_at_2kib_and_passes_filecoin_proofs_verifiers() {
+async fn every_filecoin_kind_round_trips_and_passes_filecoin_proofs_verifiers() {
     let _serial = SERIAL.lock().await;
-    let all = tokio::task::spawn_blocking(|| payloads().to_vec()).await.unwrap();
-    let d = start(Transport::Unix, &[BUDGET]).await;
+    let size = round_trip_sector_size();
+    let all = tokio::task::spawn_blocking(move || if size == 2048 { payloads().to_vec() } else { seal(size) }).await.unwrap();
+    let d = start(Transport::Unix, &[if size == 2048 { BUDGET } else { BIG_BUDGET }]).await;
     // Smallest first, so a failure in the plumbing shows before the
     // minutes of PoRep parameter generation.
     for kind in [PayloadKind::WindowPostPartition, PayloadKind::WinningPost, PayloadKind::SnapDealsUpdate, PayloadKind::PorepSealCommit] {
@@ -126,7 +141,8 @@ async fn every_filecoin_kind_round_trips_at_2kib_and_passes_filecoin_proofs_veri
         let checked = p.clone();
         tokio::task::spawn_blocking(move || verify::verify(&checked, &proof)).await.unwrap().unwrap_or_else(|e| panic!("{kind:?}: {e}"));
         eprintln!(
-            "filecoin e2e: {kind:?} 2KiB proved and verified by filecoin-proofs in {:?} (srs load {} ms incl. generation, synthesis {} ms, prover {} ms)",
+            "filecoin e2e: {kind:?} {} proved and verified by filecoin-proofs in {:?} (srs load {} ms incl. generation, synthesis {} ms, prover {} ms)",
+            registered::sector_size_name(size),
             started.elapsed(),
             r.srs_load_ms,
             r.synthesis_ms,

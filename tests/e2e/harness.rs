@@ -67,6 +67,9 @@ pub struct Daemon {
 /// top of the test defaults (small budget, pageable buffers, ephemeral
 /// status port, the shared parameter cache).
 pub async fn start(transport: Transport, settings: &[(&str, &str)]) -> Daemon {
+    // filecoin-proofs reads its parameter cache location once per process:
+    // point it at the run's shared cache before any daemon can ask.
+    crate::filecoin::fil_params_dir();
     let dir = tempfile::tempdir().unwrap();
     let listen = match transport {
         Transport::Unix => format!("unix:{}", dir.path().join("kiln.sock").display()),

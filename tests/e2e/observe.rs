@@ -91,7 +91,13 @@ async fn preload_and_evict_srs_by_circuit_id() {
     let ev = c.evict_srs(EvictSrsRequest { circuit_id: id.into() }).await.unwrap().into_inner();
     assert!(!ev.was_loaded);
 
-    for bad in ["porep-32g", "synthetic-dense-2^99", ""] {
+    // A Filecoin id this build knows, whose production parameters are not
+    // on this machine: refused with the way to get them (never generated).
+    let e = c.preload_srs(PreloadSrsRequest { circuit_id: "porep-32GiB".into() }).await.unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    assert!(e.message().contains("production parameters are never generated"), "{e:?}");
+
+    for bad in ["porep-3GiB", "synthetic-dense-2^99", ""] {
         let e = c.preload_srs(PreloadSrsRequest { circuit_id: bad.into() }).await.unwrap_err();
         assert_eq!(e.code(), Code::NotFound, "{bad}: {e:?}");
         assert!(e.message().contains(bad), "{e:?}");
