@@ -75,17 +75,42 @@ pub struct Args {
     /// Seed for the job mix and witnesses (default: from the clock).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Run nothing: redraw the plots of the report in this directory from
+    /// its samples.csv and summary.json (e.g. a report copied off a GPU
+    /// machine without its PNGs).
+    #[arg(long, value_name = "DIR")]
+    pub replot: Option<PathBuf>,
 }
 
 /// Runs the soak; an error when it could not run. A failed check exits
 /// with status 1 after the report is written (the report says why; an
 /// error's backtrace would only bury that).
 pub fn run(args: Args) -> Result<()> {
+    if let Some(dir) = &args.replot {
+        return replot(dir);
+    }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     if !rt.block_on(run::soak(args))? {
         eprintln!("soak: FAILED (a check failed; see the report)");
         std::process::exit(1);
     }
+    Ok(())
+}
+
+/// Redraws a report's plots from its samples and summary.
+fn replot(dir: &std::path::Path) -> Result<()> {
+    use anyhow::Context;
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).with_context(|| format!("reading {}", dir.join(name).display()));
+    let samples = sample::parse_csv(&read("samples.csv")?)?;
+    let summary: serde_json::Value = serde_json::from_str(&read("summary.json")?).context("summary.json")?;
+    let field = |path: &[&str]| -> Result<f64> {
+        path.iter()
+            .try_fold(&summary, |v, k| v.get(k))
+            .and_then(serde_json::Value::as_f64)
+            .with_context(|| format!("summary.json has no number at {}", path.join(".")))
+    };
+    let files = plots::all(dir, &samples, field(&["window_s"])?, field(&["warmup", "end_s"])?, field(&["steady", "proofs_per_s"])?)?;
+    eprintln!("soak: redrew {} in {}", files.join(", "), dir.display());
     Ok(())
 }
 

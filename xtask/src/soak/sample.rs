@@ -168,9 +168,87 @@ pub fn csv_row(s: &Sample, gpus: usize) -> String {
     cells.join(",")
 }
 
+/// Reads `samples.csv` back (the inverse of [`csv_header`] + [`csv_row`]),
+/// so a kept report can be re-plotted.
+pub fn parse_csv(text: &str) -> anyhow::Result<Vec<Sample>> {
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().ok_or_else(|| anyhow::anyhow!("samples.csv is empty"))?.split(',').collect();
+    let gpus = header.iter().filter(|h| h.ends_with("_busy_pct") && h.starts_with("gpu") && **h != "gpu_busy_mean_pct").count();
+    anyhow::ensure!(header.join(",") == csv_header(gpus), "samples.csv: unexpected header (written by another version?)");
+    let mut out = Vec::new();
+    for (n, line) in lines.enumerate() {
+        let cells: Vec<&str> = line.split(',').collect();
+        anyhow::ensure!(cells.len() == header.len(), "samples.csv line {}: {} cells, header has {}", n + 2, cells.len(), header.len());
+        let bad = |i: usize| anyhow::anyhow!("samples.csv line {}: column {} = {:?}", n + 2, header[i], cells[i]);
+        let num = |i: usize| cells[i].parse::<u64>().map_err(|_| bad(i));
+        let opt = |i: usize| if cells[i].is_empty() { Ok(None) } else { num(i).map(Some) };
+        let mut sample = Sample {
+            t_s: cells[0].parse().map_err(|_| bad(0))?,
+            jobs_sent: num(1)?,
+            jobs_completed: num(2)?,
+            jobs_failed: num(3)?,
+            proofs_completed: num(4)?,
+            jobs_in_flight: num(5)?,
+            jobs_shed: num(6)?,
+            daemon: None,
+            gpus: Vec::new(),
+        };
+        if !cells[7].is_empty() {
+            let mut stages = [(0, 0); 6];
+            for (k, slot) in stages.iter_mut().enumerate() {
+                *slot = (num(22 + k)?, num(28 + k)?);
+            }
+            let (budget_waiting, pool_in_use) = (num(14)?, num(15)?);
+            sample.daemon = Some(DaemonSample {
+                jobs_completed: num(7)?,
+                jobs_failed: num(8)?,
+                partitions_proved: num(9)?,
+                rss: opt(10)?,
+                rss_peak: opt(11)?,
+                budget_total: num(12)?,
+                budget_reserved: num(13)?,
+                budget_waiting,
+                pool_in_use,
+                pool_total: num(16)?,
+                stages,
+                partitions_pending: num(17)?,
+                partitions_in_progress: num(18)?,
+                synthesis_busy: num(19)?,
+                prover_workers: num(20)?,
+                prover_workers_busy: num(21)?,
+                // Not a column: in flight is only known from the clients' side.
+                jobs_in_flight: 0,
+                budget_waiters_and_pool_idle: budget_waiting == 0 && pool_in_use == 0,
+            });
+        }
+        for g in 0..gpus {
+            let i = 35 + 3 * g;
+            if let (Some(busy), Some(mem_used), Some(mem_total)) = (opt(i)?, opt(i + 1)?, opt(i + 2)?) {
+                sample.gpus.push(GpuSample { index: g as u32, busy_percent: busy as u32, mem_used, mem_total });
+            }
+        }
+        out.push(sample);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn csv_rows_read_back() {
+        let d = DaemonSample::from_status(&serde_json::from_str(STATUS).unwrap());
+        let full = Sample { t_s: 1.5, jobs_sent: 9, jobs_completed: 4, jobs_failed: 1, proofs_completed: 12, jobs_in_flight: 3, jobs_shed: 0, daemon: Some(d.clone()), gpus: vec![GpuSample { index: 0, busy_percent: 97, mem_used: 5, mem_total: 10 }] };
+        let bare = Sample { t_s: 2.5, daemon: None, gpus: vec![], ..full.clone() };
+        let text = [csv_header(1), csv_row(&full, 1), csv_row(&bare, 1)].join("\n");
+        let back = parse_csv(&text).unwrap();
+        let mut expect = full.clone();
+        expect.daemon.as_mut().unwrap().jobs_in_flight = 0;
+        assert_eq!(back, vec![expect, bare]);
+        assert!(parse_csv(&text.replacen("t_s", "time", 1)).is_err());
+        assert!(parse_csv(&format!("{text}\n1,2")).is_err());
+    }
 
     const STATUS: &str = r#"{
       "version": "0.1.0", "listen": "unix:/x",
