@@ -142,7 +142,7 @@ pub async fn soak(args: Args) -> Result<bool> {
         budget_total: budget,
         idle_at_end: idle.as_ref().map(|d| d.idle()).ok(),
         idle_detail: match &idle {
-            Ok(d) => format!("{d:?}"),
+            Ok(d) => d.busy_summary(),
             Err(e) => format!("{e:#}"),
         },
     };

@@ -68,6 +68,25 @@ impl DaemonSample {
         }
     }
 
+    /// What keeps the daemon from being idle, in words (for the report).
+    pub fn busy_summary(&self) -> String {
+        let stages: Vec<String> = Stage::ALL
+            .iter()
+            .zip(self.stages)
+            .filter(|(_, (c, b))| *c != 0 || *b != 0)
+            .map(|(s, (c, b))| format!("{} {c} ({b} bytes)", s.name()))
+            .collect();
+        format!(
+            "{} jobs in flight, {} partitions pending, {} in progress; stages: {}; pool bytes out {}, budget waiters {}",
+            self.jobs_in_flight,
+            self.partitions_pending,
+            self.partitions_in_progress,
+            if stages.is_empty() { "all zero".to_string() } else { stages.join(", ") },
+            self.pool_in_use,
+            self.budget_waiting
+        )
+    }
+
     /// No job in flight, nothing queued, every buffer counter at zero, no
     /// pool buffer checked out, nobody waiting for memory.
     pub fn idle(&self) -> bool {
@@ -278,6 +297,11 @@ mod tests {
         assert_eq!((d.partitions_pending, d.partitions_in_progress), (4, 4));
         assert_eq!((d.prover_workers, d.prover_workers_busy, d.synthesis_busy), (2, 1, 2));
         assert!(!d.idle());
+        assert_eq!(
+            d.busy_summary(),
+            "4 jobs in flight, 4 partitions pending, 4 in progress; stages: synthesizing 2 (20 bytes), in_gpu_queue 1 (10 bytes), \
+             on_gpu 1 (5 bytes); pool bytes out 512, budget waiters 1"
+        );
         let idle = DaemonSample { budget_waiters_and_pool_idle: true, ..Default::default() };
         assert!(idle.idle());
         // A daemon without the `process` section (older builds).
