@@ -190,7 +190,7 @@ pub fn all(dir: &Path, samples: &[Sample], w: f64, warmup_end: f64, steady_rate:
         })
         .collect();
     busy.push(Series {
-        label: "prover workers busy % (daemon)".into(),
+        label: "prover workers in prove_start % (daemon)".into(),
         points: at(&|s| s.daemon.as_ref().filter(|d| d.prover_workers > 0).map(|d| 100.0 * d.prover_workers_busy as f64 / d.prover_workers as f64)),
     });
     let title = if gpus == 0 { "Prover busy % (no NVML on this host: no GPU figures)" } else { "GPU busy %" };

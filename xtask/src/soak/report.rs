@@ -51,7 +51,11 @@ pub struct Steady {
     /// Mean NVML busy % over every GPU and sample; `None` without NVML.
     pub gpu_busy_pct: Option<f64>,
     pub gpu_busy_pct_per_gpu: Vec<f64>,
-    /// Mean share of the daemon's prover workers holding a partition.
+    /// Mean share of the daemon's prover workers inside `prove_start`
+    /// (`/status` names the job then). With the CPU backend that is the
+    /// whole proof; with the GPU backend only the copy to the device and
+    /// the launch, the kernels run after it returns, so NVML's busy % is the
+    /// GPU figure there.
     pub prover_workers_busy_pct: Option<f64>,
     pub vram_used_peak_bytes: Option<u64>,
     pub vram_total_bytes: Option<u64>,
@@ -172,7 +176,11 @@ pub fn index_md(s: &Summary, plots: &[&str]) -> String {
     let _ = writeln!(o, "| throughput | {:.3} proofs/s ({:.1} proofs/min), {:.3} jobs/s |", st.proofs_per_s, st.proofs_per_s * 60.0, st.jobs_per_s);
     let per_gpu = st.gpu_busy_pct_per_gpu.iter().map(|v| format!("{v:.1}")).collect::<Vec<_>>().join(" / ");
     let _ = writeln!(o, "| GPU busy (NVML, mean) | {}{} |", pct(st.gpu_busy_pct), if per_gpu.is_empty() { String::new() } else { format!(" (per GPU: {per_gpu})") });
-    let _ = writeln!(o, "| prover workers busy (daemon, mean) | {} |", pct(st.prover_workers_busy_pct));
+    let _ = writeln!(
+        o,
+        "| prover workers in prove_start (daemon, mean; the whole proof on the CPU backend, only the copy-in on the GPU) | {} |",
+        pct(st.prover_workers_busy_pct)
+    );
     if let (Some(u), Some(t)) = (st.vram_used_peak_bytes, st.vram_total_bytes) {
         let _ = writeln!(o, "| VRAM used, peak | {} of {} |", mib(u), mib(t));
     }

@@ -383,7 +383,7 @@ fn print_summary(s: &Summary, out: &Path) {
     let st = &s.steady;
     eprintln!("\nsoak: warm-up {}", s.warmup.how);
     eprintln!(
-        "soak: steady state {:.0}..{:.0} s: {} proofs, {:.3} proofs/s; GPU busy {}; prover workers busy {}",
+        "soak: steady state {:.0}..{:.0} s: {} proofs, {:.3} proofs/s; GPU busy {}; prover workers in prove_start {}",
         st.from_s,
         st.to_s,
         st.proofs,
