@@ -6,7 +6,10 @@
 //! for hosts the vendored binaries do not cover.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    // Read at run time: `env!` would bake in the path of the checkout that
+    // compiled this script, and cargo reuses the compiled script for another
+    // checkout of the same workspace sharing the target directory.
+    let root = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
     let proto = root.join("cuzk/v1/proving.proto");
     if std::env::var_os("PROTOC").is_none() {
         std::env::set_var("PROTOC", protoc_bin_vendored::protoc_bin_path()?);
