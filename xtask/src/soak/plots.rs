@@ -8,6 +8,7 @@ use std::sync::Once;
 
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
+use plotters::coord::Shift;
 use plotters::style::FontStyle;
 
 use super::sample::Sample;
@@ -48,16 +49,8 @@ pub fn lines(
     let x_max = x_extent(series.iter().flat_map(|s| &s.points));
     let y_top = series.iter().flat_map(|s| &s.points).map(|p| p.1).chain(level.iter().map(|l| l.1)).fold(0.0, f64::max);
     let y_max = y_max.unwrap_or_else(|| nice_top(y_top));
-    let root = BitMapBackend::new(path, (W, H)).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(0.0..x_max, 0.0..y_max)
-        .map_err(err)?;
-    chart.configure_mesh().x_desc("seconds since start").y_desc(y_desc).label_style(("sans-serif", 13)).draw().map_err(err)?;
+    let root = canvas(path)?;
+    let mut chart = axes(&root, title, y_desc, x_max, y_max)?;
     shade_warmup(&mut chart, warmup_end, y_max)?;
     for (i, s) in series.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
@@ -91,16 +84,8 @@ pub fn stacked(path: &Path, title: &str, y_desc: &str, layers: &[Series], warmup
         tops.push(l.points.iter().enumerate().map(|(i, &(x, y))| (x, y + below.map_or(0.0, |b| b[i].1))).collect());
     }
     let y_max = nice_top(tops.last().into_iter().flatten().map(|p| p.1).fold(0.0, f64::max));
-    let root = BitMapBackend::new(path, (W, H)).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(0.0..x_max, 0.0..y_max)
-        .map_err(err)?;
-    chart.configure_mesh().x_desc("seconds since start").y_desc(y_desc).label_style(("sans-serif", 13)).draw().map_err(err)?;
+    let root = canvas(path)?;
+    let mut chart = axes(&root, title, y_desc, x_max, y_max)?;
     // Highest running sum first, so each lower layer paints over the one above it.
     for (i, (layer, top)) in layers.iter().zip(&tops).enumerate().rev() {
         let color = PALETTE[i % PALETTE.len()];
@@ -116,9 +101,29 @@ pub fn stacked(path: &Path, title: &str, y_desc: &str, layers: &[Series], warmup
     Ok(())
 }
 
-type Chart<'a> = ChartContext<'a, BitMapBackend<'a>, Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>>;
+/// A white W x H bitmap at `path`.
+fn canvas(path: &Path) -> Result<DrawingArea<BitMapBackend<'_>, Shift>> {
+    let root = BitMapBackend::new(path, (W, H)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    Ok(root)
+}
 
-fn shade_warmup(chart: &mut Chart<'_>, warmup_end: f64, y_max: f64) -> Result<()> {
+/// The chart every plot shares: title, time on x from 0, y from 0 to `y_max`.
+fn axes<'a, 'b>(root: &'a DrawingArea<BitMapBackend<'b>, Shift>, title: &str, y_desc: &str, x_max: f64, y_max: f64) -> Result<Chart<'a, 'b>> {
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+        .map_err(err)?;
+    chart.configure_mesh().x_desc("seconds since start").y_desc(y_desc).label_style(("sans-serif", 13)).draw().map_err(err)?;
+    Ok(chart)
+}
+
+type Chart<'a, 'b> = ChartContext<'a, BitMapBackend<'b>, Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>>;
+
+fn shade_warmup(chart: &mut Chart<'_, '_>, warmup_end: f64, y_max: f64) -> Result<()> {
     if warmup_end > 0.0 {
         chart
             .draw_series([Rectangle::new([(0.0, 0.0), (warmup_end, y_max)], RGBColor(128, 128, 128).mix(0.18).filled())])
@@ -129,7 +134,7 @@ fn shade_warmup(chart: &mut Chart<'_>, warmup_end: f64, y_max: f64) -> Result<()
     Ok(())
 }
 
-fn legend(chart: &mut Chart<'_>) -> Result<()> {
+fn legend<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>) -> Result<()> {
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
