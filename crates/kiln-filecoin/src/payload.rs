@@ -109,3 +109,17 @@ mod b64_list {
             .collect()
     }
 }
+
+/// Decodes each of a request's `vanilla_proofs` as bincode `T`; the error
+/// names the entry, what it should have been (`what`) and the sector size.
+pub(crate) fn decode_vanilla<T: serde::de::DeserializeOwned>(blobs: &[Vec<u8>], what: &str, sector_size: u64) -> Result<Vec<T>, String> {
+    blobs
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            bincode::deserialize::<T>(b).map_err(|e| {
+                format!("vanilla_proofs[{i}] is not a bincode {what} of a {} sector: {e}", crate::registered::sector_size_name(sector_size))
+            })
+        })
+        .collect()
+}

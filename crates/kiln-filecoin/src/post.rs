@@ -20,6 +20,7 @@ use storage_proofs_post::fallback::{self, FallbackPoSt, FallbackPoStCircuit, Fal
 
 use crate::circuit_error;
 use crate::params::ParamSet;
+use crate::payload::decode_vanilla;
 use crate::registered::{post_proof, prover_id, sector_size_name};
 
 /// A WindowPoSt or WinningPoSt request as it arrives.
@@ -87,15 +88,7 @@ struct PostJob<Tree: 'static + MerkleTreeTrait> {
 fn build<Tree: 'static + MerkleTreeTrait>(proof: RegisteredPoStProof, req: &PostRequest<'_>) -> Result<Arc<dyn JobSource>, String> {
     let config = proof.as_v1_config();
     let size = u64::from(config.sector_size);
-    let sectors = req
-        .vanilla_proofs
-        .iter()
-        .enumerate()
-        .map(|(i, b)| {
-            bincode::deserialize::<FallbackPoStSectorProof<Tree>>(b)
-                .map_err(|e| format!("vanilla_proofs[{i}] is not a bincode FallbackPoStSectorProof of a {} sector: {e}", sector_size_name(size)))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let sectors: Vec<FallbackPoStSectorProof<Tree>> = decode_vanilla(req.vanilla_proofs, "FallbackPoStSectorProof", size)?;
     match config.typ {
         PoStType::Winning if sectors.len() != config.sector_count => {
             return Err(format!("{proof:?} proves {} sector(s), got {} vanilla_proofs", config.sector_count, sectors.len()))

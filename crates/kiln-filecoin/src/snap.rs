@@ -19,6 +19,7 @@ use storage_proofs_update::{EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySe
 
 use crate::circuit_error;
 use crate::params::ParamSet;
+use crate::payload::decode_vanilla;
 use crate::registered::{sector_size_name, update_proof};
 
 /// A SnapDeals request as it arrives.
@@ -76,15 +77,7 @@ fn build<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(proof: Registere
     if req.vanilla_proofs.len() != partitions {
         return Err(format!("{proof:?} has {partitions} partitions, got {} vanilla_proofs", req.vanilla_proofs.len()));
     }
-    let vanilla = req
-        .vanilla_proofs
-        .iter()
-        .enumerate()
-        .map(|(i, b)| {
-            bincode::deserialize::<PartitionProof<Tree>>(b)
-                .map_err(|e| format!("vanilla_proofs[{i}] is not a bincode PartitionProof of a {} sector: {e}", sector_size_name(size)))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let vanilla: Vec<PartitionProof<Tree>> = decode_vanilla(req.vanilla_proofs, "PartitionProof", size)?;
     let domain = |name: &str, v: &[u8]| -> Result<<TreeRHasher as Hasher>::Domain, String> {
         <TreeRHasher as Hasher>::Domain::try_from_bytes(&commitment(name, v)?).map_err(|e| format!("{name} is not a field element: {e:#}"))
     };
