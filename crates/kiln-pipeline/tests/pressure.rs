@@ -185,11 +185,15 @@ fn a_critical_job_overtakes_a_saturated_engine_and_meets_its_deadline() {
     ensure_params(12);
     let cfg = EngineConfig { synthesis_workers: 2, ..config(512 * MIB) };
     let engine = Engine::start(cfg, vec![]).unwrap();
-    // Saturate: large jobs at every lower priority, queued first.
+    // Saturate: large jobs at every lower priority, queued first. 12
+    // partitions each: with 6, the HIGH job (synthesized first) could be a
+    // few partitions from done when the critical job arrived and finish
+    // while the critical job waited behind the partitions already queued
+    // for the prover, on a fast machine running other tests beside this one.
     let mut big = Vec::new();
     for (k, priority) in [Priority::Normal, Priority::High, Priority::Low, Priority::Normal].into_iter().enumerate() {
         let id = format!("big-{k}");
-        engine.submit(JobRequest::new(id.clone(), priority, synthetic(12, 6, 100 + k as u64))).unwrap();
+        engine.submit(JobRequest::new(id.clone(), priority, synthetic(12, 12, 100 + k as u64))).unwrap();
         big.push(id);
     }
     assert!(wait_until(Duration::from_secs(30), || engine.status().buffers.get(Stage::OnGpu).count > 0));
@@ -203,10 +207,10 @@ fn a_critical_job_overtakes_a_saturated_engine_and_meets_its_deadline() {
     };
     let took = t.elapsed();
     assert_valid_proofs(&critical, &proof);
-    // Overtook: the big jobs (24 partitions queued before it) are far from done.
+    // Overtook: the big jobs (48 partitions queued before it) are far from done.
     let s = engine.status();
     let pending: usize = s.queues.iter().filter(|q| q.kind_label == "synthetic").map(|q| q.pending_partitions).sum();
-    // How many of the 24 big partitions are still queued depends on how fast
+    // How many of the 48 big partitions are still queued depends on how fast
     // this machine proves them (under heavy load 11 were left once); what
     // must hold is that the queue had not drained and no big job finished.
     assert!(pending > 0, "the critical job waited for the queue to drain ({pending} partitions left, took {took:?})");
