@@ -33,12 +33,16 @@
 //! ```
 
 mod buffer;
+mod cache;
+mod compiled;
 mod cs;
 mod density;
 mod shape;
 pub mod workload;
 
 pub use buffer::{AssignmentBuffers, ScalarBuffer};
+pub use cache::{Admission, CircuitCache, CircuitCacheStats, SynthContext};
+pub use compiled::{CompileLimit, CompiledR1cs};
 pub use density::Density;
 pub use shape::CircuitShape;
 
@@ -61,6 +65,13 @@ pub enum SynthError {
     /// The witness does not satisfy constraint `index` (a*b != c).
     #[error("constraint {index} of {total} is not satisfied by the witness (a*b != c)")]
     Unsatisfied { index: usize, total: usize },
+    /// The circuit cannot be compiled ([`CompiledR1cs`]); synthesize it the ordinary way.
+    #[error("the circuit is too large to compile: {0}")]
+    TooLargeToCompile(&'static str),
+    /// This instance of a compiled circuit took a different shape than the
+    /// recorded one (a circuit whose structure depends on its witness).
+    #[error("the circuit's shape changed since it was compiled: {found}, recorded {recorded}")]
+    StructureChanged { found: String, recorded: String },
 }
 
 /// A synthesized circuit: what the prover needs, in the caller's buffers.

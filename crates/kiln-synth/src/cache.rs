@@ -1,0 +1,341 @@
+//! [`CircuitCache`]: compiled circuits shared by every synthesis worker, and
+//! [`SynthContext`], the handle a job's synthesis goes through.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use bellpepper_core::Circuit;
+use blstrs::Scalar;
+
+use crate::compiled::{CompiledR1cs, Retry};
+use crate::{synthesize, Assignment, AssignmentBuffers, SynthError};
+
+/// What keeps a cached circuit's memory accounted for, e.g. a memory-budget
+/// reservation: taken for the compile allowance before a circuit is
+/// compiled, shrunk to the compiled size, dropped when the entry is evicted.
+pub trait Admission: Send + Sync {
+    /// The entry now needs only `bytes`.
+    fn shrink_to(&mut self, bytes: usize) {
+        let _ = bytes;
+    }
+}
+
+impl Admission for () {}
+
+type AdmitFn = dyn Fn(usize) -> Result<Box<dyn Admission>, String> + Send + Sync;
+
+/// How long a circuit whose compiled form was refused memory is synthesized
+/// the ordinary way before compiling it is tried again.
+const REFUSAL_BACKOFF: Duration = Duration::from_secs(60);
+
+/// Compiled circuits ([`CompiledR1cs`]) by structure key: every proof against
+/// the same parameters shares one circuit structure, so the key is the
+/// parameters' identity.
+///
+/// The first synthesis of a key compiles it (one synthesis that also records
+/// the matrices); later ones take the compiled path. While one worker
+/// compiles a key, others synthesize it the ordinary way.
+///
+/// Memory: before compiling, the function given to [`new`](Self::new) admits
+/// the context's allowance (e.g. reserves it from a memory budget); the
+/// recording stops (and the circuit is synthesized the ordinary way) if it
+/// outgrows the allowance; the admission is then shrunk to the compiled
+/// size and held until the entry is evicted. When admission says no, least
+/// recently used entries are evicted and it is asked again; a circuit that
+/// still does not fit is synthesized the ordinary way, and compiling it is
+/// tried again a minute later.
+///
+/// ```
+/// use kiln_synth::workload::{SyntheticCircuit, WorkloadKind};
+/// use kiln_synth::{AssignmentBuffers, CircuitCache};
+///
+/// let cache = CircuitCache::unbounded();
+/// let circuit = SyntheticCircuit::filling_domain(WorkloadKind::Dense, 8, 1);
+/// for seed in 0..3 {
+///     let ctx = cache.context("dense-2^8", usize::MAX);
+///     let asg = ctx.synthesize(|| Ok(circuit.with_witness(seed)), AssignmentBuffers::heap()).unwrap();
+///     asg.check_satisfied().unwrap();
+/// }
+/// let stats = cache.stats();
+/// assert_eq!((stats.compiles, stats.compiled_syntheses), (1, 2));
+/// ```
+pub struct CircuitCache {
+    entries: Mutex<HashMap<String, Entry>>,
+    admit: Box<AdmitFn>,
+    tick: AtomicU64,
+    compiles: AtomicU64,
+    compiled_syntheses: AtomicU64,
+    plain_syntheses: AtomicU64,
+    structure_changes: AtomicU64,
+    refusals: AtomicU64,
+}
+
+enum Entry {
+    Compiling,
+    Ready { r1cs: Arc<CompiledR1cs>, _admission: Box<dyn Admission>, last_used: u64 },
+    /// Not compiled: `until` None means never (too large, or a shape that changes).
+    Refused { reason: String, until: Option<Instant> },
+}
+
+/// Counters of a [`CircuitCache`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CircuitCacheStats {
+    /// Compiled circuits held.
+    pub circuits: usize,
+    /// Their memory.
+    pub bytes: usize,
+    /// Compilations (each was also a synthesis).
+    pub compiles: u64,
+    /// Syntheses that took the compiled path.
+    pub compiled_syntheses: u64,
+    /// Syntheses done the ordinary way (not compiled yet, compiling elsewhere, refused).
+    pub plain_syntheses: u64,
+    /// Instances whose shape differed from the recorded one (a circuit bug).
+    pub structure_changes: u64,
+    /// Compiled circuits that were refused memory or were too large.
+    pub refusals: u64,
+}
+
+enum Lookup {
+    Ready(Arc<CompiledR1cs>),
+    Compile,
+    Plain,
+}
+
+impl CircuitCache {
+    /// A cache whose entries are admitted by `admit(bytes)`: `Ok` holds the
+    /// memory until the entry is evicted, `Err` says why not.
+    pub fn new(admit: impl Fn(usize) -> Result<Box<dyn Admission>, String> + Send + Sync + 'static) -> Self {
+        CircuitCache {
+            entries: Mutex::new(HashMap::new()),
+            admit: Box::new(admit),
+            tick: AtomicU64::new(0),
+            compiles: AtomicU64::new(0),
+            compiled_syntheses: AtomicU64::new(0),
+            plain_syntheses: AtomicU64::new(0),
+            structure_changes: AtomicU64::new(0),
+            refusals: AtomicU64::new(0),
+        }
+    }
+
+    /// A cache that admits every circuit (tests, tools, one-shot provers).
+    pub fn unbounded() -> Self {
+        Self::new(|_| Ok(Box::new(())))
+    }
+
+    /// The handle to synthesize circuits of structure `key` through;
+    /// compiling one may use up to `allowance` bytes.
+    pub fn context<'a>(&'a self, key: &'a str, allowance: usize) -> SynthContext<'a> {
+        SynthContext { cache: Some((self, key, allowance)) }
+    }
+
+    /// Drop `key`'s compiled circuit (and any refusal), releasing its memory.
+    pub fn evict(&self, key: &str) -> bool {
+        let mut entries = self.lock();
+        matches!(entries.get(key), Some(Entry::Ready { .. } | Entry::Refused { .. })) && entries.remove(key).is_some()
+    }
+
+    /// Counters and current size.
+    pub fn stats(&self) -> CircuitCacheStats {
+        let entries = self.lock();
+        let ready = entries.values().filter_map(|e| match e {
+            Entry::Ready { r1cs, .. } => Some(r1cs.heap_bytes()),
+            _ => None,
+        });
+        let (circuits, bytes) = ready.fold((0, 0), |(n, b), x| (n + 1, b + x));
+        CircuitCacheStats {
+            circuits,
+            bytes,
+            compiles: self.compiles.load(Ordering::Relaxed),
+            compiled_syntheses: self.compiled_syntheses.load(Ordering::Relaxed),
+            plain_syntheses: self.plain_syntheses.load(Ordering::Relaxed),
+            structure_changes: self.structure_changes.load(Ordering::Relaxed),
+            refusals: self.refusals.load(Ordering::Relaxed),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
+        // The map stays consistent across a panic (every update is one insert or remove).
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lookup(&self, key: &str) -> Lookup {
+        let mut entries = self.lock();
+        match entries.get_mut(key) {
+            Some(Entry::Ready { r1cs, last_used, .. }) => {
+                *last_used = self.tick.fetch_add(1, Ordering::Relaxed);
+                Lookup::Ready(r1cs.clone())
+            }
+            Some(Entry::Compiling) => Lookup::Plain,
+            Some(Entry::Refused { until: Some(t), .. }) if Instant::now() >= *t => {
+                entries.insert(key.to_string(), Entry::Compiling);
+                Lookup::Compile
+            }
+            Some(Entry::Refused { .. }) => Lookup::Plain,
+            None => {
+                entries.insert(key.to_string(), Entry::Compiling);
+                Lookup::Compile
+            }
+        }
+    }
+
+    /// Admit `bytes` for compiling `key`, evicting least recently used
+    /// entries while admission says no.
+    fn admit_for(&self, key: &str, bytes: usize) -> Result<Box<dyn Admission>, String> {
+        loop {
+            let refused = match (self.admit)(bytes) {
+                Ok(a) => return Ok(a),
+                Err(e) => e,
+            };
+            let mut entries = self.lock();
+            let lru = entries
+                .iter()
+                .filter_map(|(k, e)| match e {
+                    Entry::Ready { last_used, .. } if k != key => Some((*last_used, k.clone())),
+                    _ => None,
+                })
+                .min();
+            let Some((_, victim)) = lru else { return Err(refused) };
+            tracing::info!(evicted = %victim, for_key = %key, "compiled circuit evicted to make room");
+            // Dropped outside the lock: its admission goes back first.
+            let evicted = entries.remove(&victim);
+            drop(entries);
+            drop(evicted);
+        }
+    }
+
+    fn insert_ready(&self, key: &str, r1cs: CompiledR1cs, mut admission: Box<dyn Admission>) {
+        let bytes = r1cs.heap_bytes();
+        admission.shrink_to(bytes);
+        tracing::info!(key, bytes, nnz = r1cs.nnz(), constraints = r1cs.num_constraints(), "circuit compiled");
+        let last_used = self.tick.fetch_add(1, Ordering::Relaxed);
+        self.lock().insert(key.to_string(), Entry::Ready { r1cs: Arc::new(r1cs), _admission: admission, last_used });
+    }
+
+    fn refuse_for_now(&self, key: &str, reason: String) {
+        self.refusals.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(key, %reason, "no memory to compile the circuit; synthesizing it the ordinary way");
+        self.lock().insert(key.to_string(), Entry::Refused { reason, until: Some(Instant::now() + REFUSAL_BACKOFF) });
+    }
+
+    fn refuse(&self, key: &str, reason: String) {
+        self.refusals.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(key, %reason, "circuit not compiled; synthesizing it the ordinary way");
+        self.lock().insert(key.to_string(), Entry::Refused { reason, until: None });
+    }
+
+    /// Why `key` is not compiled, if it was refused.
+    pub fn refusal(&self, key: &str) -> Option<String> {
+        match self.lock().get(key) {
+            Some(Entry::Refused { reason, .. }) => Some(reason.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Debug for CircuitCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CircuitCache").field("stats", &self.stats()).finish()
+    }
+}
+
+/// Clears a Compiling mark left by a compilation that failed or panicked,
+/// so the next synthesis of the key tries again.
+struct CompilingMark<'a> {
+    cache: &'a CircuitCache,
+    key: &'a str,
+    armed: bool,
+}
+
+impl Drop for CompilingMark<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let mut entries = self.cache.lock();
+            if matches!(entries.get(self.key), Some(Entry::Compiling)) {
+                entries.remove(self.key);
+            }
+        }
+    }
+}
+
+/// How one synthesis is done: through a [`CircuitCache`] under a structure
+/// key, or the ordinary way ([`SynthContext::plain`]).
+#[derive(Clone, Copy)]
+pub struct SynthContext<'a> {
+    cache: Option<(&'a CircuitCache, &'a str, usize)>,
+}
+
+impl SynthContext<'static> {
+    /// Ordinary synthesis, nothing cached.
+    pub fn plain() -> Self {
+        SynthContext { cache: None }
+    }
+}
+
+impl SynthContext<'_> {
+    /// Synthesize the circuit `make` builds into `buffers`. `make` may be
+    /// called twice: when an instance's shape differs from the recorded one,
+    /// it is synthesized again the ordinary way.
+    pub fn synthesize<C, F>(&self, make: F, buffers: AssignmentBuffers) -> Result<Assignment, SynthError>
+    where
+        C: Circuit<Scalar>,
+        F: Fn() -> Result<C, SynthError>,
+    {
+        let Some((cache, key, allowance)) = self.cache else {
+            return synthesize(make()?, buffers);
+        };
+        let plain = |buffers| {
+            cache.plain_syntheses.fetch_add(1, Ordering::Relaxed);
+            synthesize(make()?, buffers)
+        };
+        match cache.lookup(key) {
+            Lookup::Plain => plain(buffers),
+            Lookup::Ready(r1cs) => match r1cs.try_synthesize(make()?, buffers)? {
+                Ok(a) => {
+                    cache.compiled_syntheses.fetch_add(1, Ordering::Relaxed);
+                    Ok(a)
+                }
+                Err(Retry::Changed(e, buffers)) => {
+                    cache.structure_changes.fetch_add(1, Ordering::Relaxed);
+                    cache.refuse(key, e.to_string());
+                    plain(buffers)
+                }
+                Err(Retry::TooLarge(l, buffers)) => {
+                    cache.refuse(key, format!("too large to compile: {l}"));
+                    plain(buffers)
+                }
+            },
+            Lookup::Compile => {
+                let mut mark = CompilingMark { cache, key, armed: true };
+                let admission = match cache.admit_for(key, allowance) {
+                    Ok(a) => a,
+                    Err(e) => {
+                        mark.armed = false;
+                        cache.refuse_for_now(key, format!("compile allowance of {allowance} bytes refused: {e}"));
+                        return plain(buffers);
+                    }
+                };
+                match CompiledR1cs::try_compile(make()?, buffers, allowance)? {
+                    Ok((asg, r1cs)) => {
+                        cache.compiles.fetch_add(1, Ordering::Relaxed);
+                        mark.armed = false;
+                        cache.insert_ready(key, r1cs, admission);
+                        Ok(asg)
+                    }
+                    Err(Retry::TooLarge(l, buffers)) => {
+                        mark.armed = false;
+                        cache.refuse(key, format!("too large to compile: {l}"));
+                        plain(buffers)
+                    }
+                    Err(Retry::Changed(e, buffers)) => {
+                        mark.armed = false;
+                        cache.refuse(key, e.to_string());
+                        plain(buffers)
+                    }
+                }
+            }
+        }
+    }
+}

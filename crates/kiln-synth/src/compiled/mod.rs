@@ -1,0 +1,232 @@
+//! Compiled synthesis: record a circuit's constraints once as sparse
+//! matrices, then synthesize every later instance of the same circuit by
+//! computing only its witness and evaluating `a = A.w`, `b = B.w`, `c = C.w`
+//! in parallel.
+//!
+//! Why: an ordinary synthesis builds three heap-allocated linear combinations
+//! per constraint and evaluates them one after the other on one thread. The
+//! witness alone is the part that must run in circuit order; the products are
+//! independent row by row and split over every core. The matrices depend only
+//! on the circuit's structure, which a Groth16 circuit must keep fixed (its
+//! parameters encode it), so one recording serves every proof against the same
+//! parameters.
+//!
+//! A witness whose circuit took a different shape (a circuit bug) is caught
+//! by counting variables and constraints ([`SynthError::StructureChanged`]);
+//! the prover's a*b = c check and proof verification remain behind it.
+//!
+//! ```
+//! use kiln_synth::workload::{SyntheticCircuit, WorkloadKind};
+//! use kiln_synth::{synthesize, AssignmentBuffers, CompiledR1cs};
+//!
+//! let circuit = SyntheticCircuit::filling_domain(WorkloadKind::FilecoinLike, 10, 2);
+//! let (first, r1cs) = CompiledR1cs::compile(circuit.with_witness(1), AssignmentBuffers::heap()).unwrap();
+//! let fast = r1cs.synthesize(circuit.with_witness(2), AssignmentBuffers::heap()).unwrap();
+//! let plain = synthesize(circuit.with_witness(2), AssignmentBuffers::heap()).unwrap();
+//! assert_eq!((fast.a(), fast.b(), fast.c()), (plain.a(), plain.b(), plain.c()));
+//! assert_eq!(fast.shape(), first.shape());
+//! ```
+
+mod matrix;
+mod witness;
+
+pub use matrix::CompileLimit;
+
+use bellpepper_core::{Circuit, ConstraintSystem, Index, Variable};
+use blstrs::Scalar;
+use ff::Field;
+use crate::buffer::AssignmentBuffers;
+use crate::density::Density;
+use crate::{Assignment, CircuitShape, SynthError};
+use matrix::SparseRows;
+use witness::{CompilingCs, WitnessCs};
+
+/// A circuit's R1CS, recorded once: the A, B and C matrices (8 bytes per
+/// non-zero term, coefficients deduplicated), the variable counts and the
+/// density bitmaps.
+pub struct CompiledR1cs {
+    num_inputs: usize,
+    num_aux: usize,
+    a: SparseRows,
+    b: SparseRows,
+    c: SparseRows,
+    coeffs: Vec<Scalar>,
+    a_aux_density: Density,
+    b_input_density: Density,
+    b_aux_density: Density,
+}
+
+/// A synthesis of the compiled path that did not produce an assignment but
+/// can be retried the ordinary way: the caller's buffers come back with it.
+pub(crate) enum Retry {
+    /// The circuit is too large for the compiled form.
+    TooLarge(CompileLimit, AssignmentBuffers),
+    /// This instance's shape differs from the recorded one.
+    Changed(SynthError, AssignmentBuffers),
+}
+
+impl CompiledR1cs {
+    /// Synthesize `circuit` the compiled way's first time: compute its
+    /// witness, record its constraints, and evaluate a/b/c from the record.
+    pub fn compile<C: Circuit<Scalar>>(circuit: C, buffers: AssignmentBuffers) -> Result<(Assignment, CompiledR1cs), SynthError> {
+        match Self::try_compile(circuit, buffers, usize::MAX)? {
+            Ok(done) => Ok(done),
+            Err(Retry::TooLarge(l, _)) => Err(SynthError::TooLargeToCompile(l.0)),
+            Err(Retry::Changed(e, _)) => Err(e),
+        }
+    }
+
+    /// Synthesize another instance of the compiled circuit: witness only,
+    /// then the three matrix-vector products in parallel.
+    pub fn synthesize<C: Circuit<Scalar>>(&self, circuit: C, buffers: AssignmentBuffers) -> Result<Assignment, SynthError> {
+        match self.try_synthesize(circuit, buffers)? {
+            Ok(a) => Ok(a),
+            Err(Retry::TooLarge(l, _)) => Err(SynthError::TooLargeToCompile(l.0)),
+            Err(Retry::Changed(e, _)) => Err(e),
+        }
+    }
+
+    /// [`compile`](Self::compile), with the recording's memory capped at
+    /// `max_bytes` (beyond it: [`Retry::TooLarge`]).
+    pub(crate) fn try_compile<C: Circuit<Scalar>>(
+        circuit: C,
+        buffers: AssignmentBuffers,
+        max_bytes: usize,
+    ) -> Result<Result<(Assignment, CompiledR1cs), Retry>, SynthError> {
+        let _span = tracing::debug_span!("compile_r1cs").entered();
+        let mut cs = CompilingCs::with_buffers(buffers, max_bytes);
+        cs.alloc_input(|| "ONE", || Ok(Scalar::ONE))?;
+        circuit.synthesize(&mut cs)?;
+        for i in 0..cs.w.input.len() {
+            cs.enforce(|| "", |lc| lc + Variable::new_unchecked(Index::Input(i)), |lc| lc, |lc| lc);
+        }
+        cs.check_memory();
+        let CompilingCs { w, mut a, mut b, mut c, coeffs, limit, .. } = cs;
+        if let Some(l) = limit {
+            return Ok(Err(Retry::TooLarge(l, w.bufs)));
+        }
+        for m in [&mut a, &mut b, &mut c] {
+            m.shrink_to_fit();
+        }
+        let (num_inputs, num_aux) = (w.input.len(), w.num_aux);
+        let density = |m: &SparseRows, inputs: bool| {
+            let mut d = Density::with_len(if inputs { num_inputs } else { num_aux });
+            for r in 0..m.rows() {
+                for v in m.row_vars(r) {
+                    match (v.split(), inputs) {
+                        (Ok(i), true) | (Err(i), false) => d.set(i),
+                        _ => {}
+                    }
+                }
+            }
+            d
+        };
+        let r1cs = CompiledR1cs {
+            num_inputs,
+            num_aux,
+            a_aux_density: density(&a, false),
+            b_input_density: density(&b, true),
+            b_aux_density: density(&b, false),
+            a,
+            b,
+            c,
+            coeffs: coeffs.into_values(),
+        };
+        let asg = r1cs.evaluate(w)?;
+        Ok(Ok((asg, r1cs)))
+    }
+
+    pub(crate) fn try_synthesize<C: Circuit<Scalar>>(
+        &self,
+        circuit: C,
+        buffers: AssignmentBuffers,
+    ) -> Result<Result<Assignment, Retry>, SynthError> {
+        let _span = tracing::debug_span!("synthesize_compiled").entered();
+        let mut cs = WitnessCs::with_buffers(buffers);
+        cs.alloc_input(|| "ONE", || Ok(Scalar::ONE))?;
+        circuit.synthesize(&mut cs)?;
+        let found = (cs.input.len(), cs.num_aux, cs.num_constraints + cs.input.len());
+        let want = (self.num_inputs, self.num_aux, self.num_constraints());
+        if found != want {
+            let e = SynthError::StructureChanged {
+                found: format!("{} inputs, {} aux, {} constraints", found.0, found.1, found.2),
+                recorded: format!("{} inputs, {} aux, {} constraints", want.0, want.1, want.2),
+            };
+            return Ok(Err(Retry::Changed(e, cs.bufs)));
+        }
+        Ok(Ok(self.evaluate(cs)?))
+    }
+
+    /// a/b/c from a complete witness, into the witness system's buffers.
+    fn evaluate(&self, w: WitnessCs) -> Result<Assignment, SynthError> {
+        if let Some(capacity) = w.aux_overflow {
+            return Err(SynthError::BufferTooSmall { which: "aux", needed: w.num_aux, capacity });
+        }
+        let WitnessCs { mut bufs, input, num_aux, .. } = w;
+        let n = self.num_constraints();
+        let aux = &bufs.aux.as_slice()[..num_aux];
+        for (buf, m, which) in [(&mut bufs.a, &self.a, "a"), (&mut bufs.b, &self.b, "b"), (&mut bufs.c, &self.c, "c")] {
+            if buf.as_slice().len() < n && !buf.try_grow(n) {
+                return Err(SynthError::BufferTooSmall { which, needed: n, capacity: buf.as_slice().len() });
+            }
+            m.mul_vec(&self.coeffs, &input, aux, buf.as_mut_slice());
+        }
+        Ok(Assignment {
+            buffers: bufs,
+            input,
+            num_constraints: n,
+            num_aux,
+            a_aux_density: self.a_aux_density.clone(),
+            b_input_density: self.b_input_density.clone(),
+            b_aux_density: self.b_aux_density.clone(),
+        })
+    }
+
+    /// Constraints, counting one `input * 0 = 0` per input.
+    pub fn num_constraints(&self) -> usize {
+        self.a.rows()
+    }
+
+    /// The circuit's dimensions.
+    pub fn shape(&self) -> CircuitShape {
+        CircuitShape {
+            num_constraints: self.num_constraints(),
+            num_inputs: self.num_inputs,
+            num_aux: self.num_aux,
+            a_aux_count: self.a_aux_density.count(),
+            b_input_count: self.b_input_density.count(),
+            b_aux_count: self.b_aux_density.count(),
+        }
+    }
+
+    /// Non-zero terms of A, B and C together.
+    pub fn nnz(&self) -> usize {
+        self.a.nnz() + self.b.nnz() + self.c.nnz()
+    }
+
+    /// Heap memory held (what a cache of compiled circuits accounts for).
+    pub fn heap_bytes(&self) -> usize {
+        let density = |d: &Density| d.words().len() * 8;
+        self.a.heap_bytes()
+            + self.b.heap_bytes()
+            + self.c.heap_bytes()
+            + self.coeffs.capacity() * std::mem::size_of::<Scalar>()
+            + density(&self.a_aux_density)
+            + density(&self.b_input_density)
+            + density(&self.b_aux_density)
+    }
+}
+
+impl std::fmt::Debug for CompiledR1cs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledR1cs")
+            .field("shape", &self.shape())
+            .field("nnz", &self.nnz())
+            .field("coefficients", &self.coeffs.len())
+            .field("heap_bytes", &self.heap_bytes())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests;
