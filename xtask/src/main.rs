@@ -7,15 +7,19 @@
 //! - `cargo xtask soak`           drive a kiln daemon with a workload file for `--duration`; steady-state report + plots
 //! - `cargo xtask bench groth16 --peer supraseal`  kiln's GPU prover against SupraSeal C2, same run
 //!   (`--build-only` puts the binaries for a GPU machine without Rust in `.gpu-peer/`)
+//! - `cargo xtask bench filecoin --peer supraseal`  kiln against filecoin-proofs' SupraSeal path on
+//!   the four Filecoin kinds (`--build-only`: binaries, 8 MiB inputs and run.sh in `.gpu-fil8/`)
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 mod bench_cpu;
+mod bench_filecoin;
 mod bench_groth16;
 mod bench_kernels;
 mod gen_vanilla;
 mod kernels;
+mod peer_build;
 mod soak;
 
 #[derive(Parser)]
@@ -48,6 +52,8 @@ enum BenchSuite {
     Kernels(bench_kernels::Args),
     /// kiln's GPU Groth16 prover against SupraSeal C2: same circuits, parameters and GPU, one run.
     Groth16(bench_groth16::Args),
+    /// kiln against filecoin-proofs' SupraSeal path on PoRep C2, SnapDeals, WindowPoSt and WinningPoSt: same inputs, one run.
+    Filecoin(bench_filecoin::Args),
 }
 
 fn main() -> Result<()> {
@@ -59,6 +65,7 @@ fn main() -> Result<()> {
             BenchSuite::Cpu(args) => bench_cpu::run(args),
             BenchSuite::Kernels(args) => bench_kernels::run(args),
             BenchSuite::Groth16(args) => bench_groth16::run(args),
+            BenchSuite::Filecoin(args) => bench_filecoin::run(args),
         },
     }
 }

@@ -1,0 +1,140 @@
+//! kiln's side: each Filecoin payload becomes the job kiln's daemon would
+//! make of it (kiln-filecoin's job sources), proved through kiln's engine
+//! (kiln-pipeline) with its GPU backend, or its CPU backend on a machine
+//! without a GPU, one job at a time; every answer is then checked by
+//! filecoin-proofs' own verifier (kiln-filecoin's `verify`), untimed.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use kiln_filecoin::payload::{Payload, PayloadKind};
+use kiln_filecoin::porep::PorepRequest;
+use kiln_filecoin::post::PostRequest;
+use kiln_filecoin::registered::{post_proof, seal_proof, update_proof};
+use kiln_filecoin::snap::SnapRequest;
+use kiln_filecoin::{porep, post, snap, ParamSet, PoStType};
+use kiln_groth16::ProverBackend;
+use kiln_pipeline::{Engine, EngineConfig, JobOutcome, JobRequest, JobSource, Priority};
+
+use crate::report::{median, Side};
+
+/// The job kiln's daemon makes of this payload (the mapping of
+/// kiln-daemon's `kinds.rs`, from the payload's fields instead of the wire's).
+pub fn job_for(p: &Payload) -> Result<Arc<dyn JobSource>, String> {
+    match p.proof_kind {
+        PayloadKind::PorepSealCommit => porep::job(
+            &p.vanilla_proof,
+            &PorepRequest { sector_size: p.sector_size, registered_proof: p.registered_proof, sector_number: p.sector_number },
+        ),
+        PayloadKind::SnapDealsUpdate => snap::job(&SnapRequest {
+            registered_proof: p.registered_proof,
+            sector_size: p.sector_size,
+            vanilla_proofs: &p.vanilla_proofs,
+            comm_r_old: &p.comm_r_old,
+            comm_r_new: &p.comm_r_new,
+            comm_d_new: &p.comm_d_new,
+        }),
+        PayloadKind::WindowPostPartition | PayloadKind::WinningPost => {
+            let typ = if p.proof_kind == PayloadKind::WinningPost { PoStType::Winning } else { PoStType::Window };
+            let req = PostRequest {
+                registered_proof: p.registered_proof,
+                sector_size: p.sector_size,
+                vanilla_proofs: &p.vanilla_proofs,
+                randomness: &p.randomness,
+                miner_id: p.miner_id,
+                partition_index: p.partition_index,
+            };
+            post::job(typ, &req)
+        }
+    }
+}
+
+/// The parameter set of the payload's registered proof (the files both
+/// provers and the verifiers read), and filecoin-proofs' name for that proof.
+pub fn param_set_for(p: &Payload) -> Result<(ParamSet, String), String> {
+    match p.proof_kind {
+        PayloadKind::PorepSealCommit => {
+            let proof = seal_proof(p.registered_proof)?;
+            Ok((porep::param_set(proof)?, format!("{proof:?}")))
+        }
+        PayloadKind::SnapDealsUpdate => {
+            let proof = update_proof(p.registered_proof)?;
+            Ok((snap::param_set(proof), format!("{proof:?}")))
+        }
+        PayloadKind::WindowPostPartition | PayloadKind::WinningPost => {
+            let proof = post_proof(p.registered_proof)?;
+            Ok((post::param_set(proof)?, format!("{proof:?}")))
+        }
+    }
+}
+
+/// The backends and engine settings shared by every kind of a run.
+pub struct KilnSetup {
+    pub backends: Vec<Arc<dyn ProverBackend>>,
+    pub config: EngineConfig,
+    /// What runs the proofs, for the report.
+    pub description: String,
+}
+
+/// One proof kiln made.
+pub struct KilnProof {
+    pub mode: &'static str,
+    pub index: usize,
+    pub ms: f64,
+    pub synthesis_ms: f64,
+    pub prove_ms: f64,
+    pub verify_ms: f64,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// `warmup` then `timed` proofs of `payload`'s job, one at a time: each
+/// timed from submission to the engine's answer (synthesis of every
+/// partition, the prover, assembly and the engine's own check of each
+/// partition proof), then verified by filecoin-proofs (not timed).
+pub fn run_kind(
+    setup: &KilnSetup,
+    payload: &Payload,
+    job: &Arc<dyn JobSource>,
+    warmup: usize,
+    timed: usize,
+    log: &mut dyn FnMut(&KilnProof),
+) -> Result<Side> {
+    let engine = Engine::start(setup.config.clone(), setup.backends.clone()).context("starting kiln's engine")?;
+    let mut side = Side::default();
+    let (mut synth, mut prove) = (Vec::new(), Vec::new());
+    for i in 0..warmup + timed {
+        let (mode, index) = if i < warmup { ("warmup", i) } else { ("timed", i - warmup) };
+        let t = Instant::now();
+        let sub = engine.submit(JobRequest::new(format!("{}-{mode}-{index}", job.kind_label()), Priority::Normal, job.clone()))?;
+        let outcome = engine.wait_blocking(&sub.job_id, None);
+        let took = ms(t.elapsed());
+        let (proof, timings) = match outcome {
+            JobOutcome::Completed { proof, timings } => (proof, timings),
+            other => bail!("kiln's {} {mode} proof {index} ended {}: {other:?}", job.kind_label(), other.name()),
+        };
+        side.proofs += 1;
+        let v = Instant::now();
+        kiln_filecoin::verify::verify(payload, &proof).map_err(|e| anyhow::anyhow!("kiln's {} {mode} proof {index}: {e}", job.kind_label()))?;
+        let verify_ms = ms(v.elapsed());
+        side.verified += 1;
+        side.verify_ms.push(verify_ms);
+        let p = KilnProof { mode, index, ms: took, synthesis_ms: ms(timings.synthesis), prove_ms: ms(timings.gpu_compute), verify_ms };
+        if mode == "timed" {
+            side.timed_ms.push(took);
+            synth.push(p.synthesis_ms);
+            prove.push(p.prove_ms);
+        } else {
+            side.warmup_ms.push(took);
+        }
+        log(&p);
+    }
+    engine.shutdown_blocking(Duration::from_secs(30));
+    if let (Some(s), Some(p)) = (median(&synth), median(&prove)) {
+        side.notes.push(format!("kiln timed proofs: synthesis {s:.1} ms + prover {p:.1} ms (medians, summed over partitions)"));
+    }
+    Ok(side)
+}

@@ -1,0 +1,299 @@
+//! `bench-filecoin`: kiln against filecoin-proofs' SupraSeal path on the
+//! four Filecoin proof kinds (PoRep C2, SnapDeals, WindowPoSt, WinningPoSt),
+//! same inputs, same parameter files, same GPU, one run (issue 7).
+//! `cargo xtask bench filecoin --peer supraseal` builds it and the peer and
+//! runs it; `--build-only` puts both stripped binaries, the 8 MiB inputs and
+//! a `run.sh` into `.gpu-fil8/` for a GPU machine without Rust.
+//!
+//! 1. Parameters: every kind's set is made with kiln's generator where
+//!    missing (test sector sizes only; the four sets at once, each using
+//!    every core), in `--param-cache` / FIL_PROOFS_PARAMETER_CACHE.
+//! 2. Per kind: kiln proves `--warmup` + `--timed` proofs through its engine
+//!    (kiln_side), then the peer binary does the same with filecoin-proofs'
+//!    own prover (peer). Every proof of both is checked by filecoin-proofs'
+//!    verifier.
+//! 3. table.md, results.json and proofs.jsonl under `--out`, rewritten after
+//!    each kind so an interrupted run keeps what it measured.
+//!
+//! Without a GPU the peer is skipped (SupraSeal needs CUDA and a device)
+//! and kiln runs on its CPU backend: a dry run of everything else, e.g. at
+//! 2 KiB on a build machine.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Parser;
+use kiln_filecoin::payload::{Payload, PayloadKind};
+use kiln_groth16::{GpuBackend, ProverBackend};
+use kiln_pipeline::EngineConfig;
+use serde_json::json;
+
+mod kiln_side;
+mod peer;
+mod report;
+
+use kiln_side::KilnSetup;
+use report::{render_table, KindReport, PeerOutcome};
+
+#[derive(Parser, Debug)]
+#[command(name = "bench-filecoin", about = "kiln against filecoin-proofs' SupraSeal path on the Filecoin proof kinds, same inputs, same run")]
+struct Args {
+    /// The payloads `cargo xtask gen-vanilla` wrote (porep-c2.json, snap-deals.json, window-post.json, winning-post.json).
+    #[arg(long)]
+    inputs: PathBuf,
+    /// Kinds to prove: porep, snap, window, winning (or kiln's labels porep-c2, ...).
+    #[arg(long, value_delimiter = ',', default_value = "porep,snap,window,winning")]
+    kinds: Vec<String>,
+    /// Warm-up proofs per kind and prover, not counted (parameter loading, SupraSeal's PTX JIT, kiln's SRS upload).
+    #[arg(long, default_value_t = 1)]
+    warmup: usize,
+    /// Timed proofs per kind and prover.
+    #[arg(long, default_value_t = 2)]
+    timed: usize,
+    /// Where the parameter files are (made here when missing); default FIL_PROOFS_PARAMETER_CACHE, else filecoin-proofs' default.
+    #[arg(long)]
+    param_cache: Option<PathBuf>,
+    /// Only make sure the parameters exist, then stop.
+    #[arg(long)]
+    params_only: bool,
+    /// kiln's backend: auto (every GPU with kernels, else the CPU), gpu, cpu.
+    #[arg(long, default_value = "auto")]
+    backend: String,
+    /// kiln prover workers per GPU (the daemon's default is 2).
+    #[arg(long, default_value_t = 2)]
+    gpu_workers: usize,
+    /// The peer binary (default: peer-filecoin next to this one).
+    #[arg(long)]
+    peer_bin: Option<PathBuf>,
+    /// Do not run the peer.
+    #[arg(long)]
+    no_peer: bool,
+    /// Write table.md, results.json and proofs.jsonl here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+static START: OnceLock<Instant> = OnceLock::new();
+
+/// One progress line on stderr, with the UTC time of day and the seconds
+/// since the start (the device run has a time budget).
+pub fn progress(msg: &str) {
+    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0) % 86_400;
+    let since = START.get_or_init(Instant::now).elapsed().as_secs_f64();
+    eprintln!("[{:02}:{:02}:{:02} +{since:6.1}s] bench-filecoin: {msg}", secs / 3600, secs / 60 % 60, secs % 60);
+}
+
+fn kind_of(name: &str) -> Result<PayloadKind> {
+    let k = match name {
+        "porep" | "porep-c2" => PayloadKind::PorepSealCommit,
+        "snap" | "snap-deals" => PayloadKind::SnapDealsUpdate,
+        "window" | "window-post" => PayloadKind::WindowPostPartition,
+        "winning" | "winning-post" => PayloadKind::WinningPost,
+        other => bail!("unknown kind {other:?} (porep, snap, window, winning)"),
+    };
+    Ok(k)
+}
+
+/// kiln's backends as the daemon picks them (`auto`: every GPU that opens
+/// with kernels, else the CPU).
+fn kiln_setup(args: &Args) -> Result<KilnSetup> {
+    let (backends, description): (Vec<Arc<dyn ProverBackend>>, String) = match args.backend.as_str() {
+        "cpu" => (Vec::new(), "kiln CPU backend (asked for)".into()),
+        "gpu" | "auto" => {
+            let g = GpuBackend::all(args.gpu_workers);
+            if g.is_empty() {
+                if args.backend == "gpu" {
+                    bail!("--backend gpu: no usable GPU (no driver, no device, or a build without kernels)");
+                }
+                (Vec::new(), "kiln CPU backend (no usable GPU: no driver, no device, or a build without kernels)".into())
+            } else {
+                let info = g[0].context().device().info().clone();
+                let d = format!("kiln GPU backend on {} ({} SMs), {} workers", info.name, info.sm_count, g.len());
+                (g.into_iter().map(|b| Arc::new(b) as Arc<dyn ProverBackend>).collect(), d)
+            }
+        }
+        other => bail!("unknown --backend {other:?} (auto, gpu or cpu)"),
+    };
+    Ok(KilnSetup { backends, config: EngineConfig::default(), description })
+}
+
+/// Makes every payload's parameter set exist, the missing ones generated
+/// at the same time (kiln's generator spreads each over every core; the
+/// sets' single-threaded phases then overlap).
+fn ensure_params(payloads: &[Payload]) -> Result<()> {
+    let sets = payloads.iter().map(kiln_side::param_set_for).collect::<Result<Vec<_>, _>>().map_err(|e| anyhow!(e))?;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = sets
+            .iter()
+            .map(|(set, name)| {
+                s.spawn(move || -> Result<()> {
+                    let existed = set.params_path().exists();
+                    if !existed {
+                        progress(&format!("generating parameters for {name} ({})", set.label));
+                    }
+                    let t = Instant::now();
+                    set.ensure().map_err(|e| anyhow!("parameters of {name}: {e}"))?;
+                    let size = std::fs::metadata(set.params_path()).map(|m| m.len()).unwrap_or(0);
+                    let what = if existed { "present".to_string() } else { format!("generated in {:.1} s", t.elapsed().as_secs_f64()) };
+                    progress(&format!("parameters of {name} {what}: {} ({:.0} MiB)", set.params_path().display(), size as f64 / (1u64 << 20) as f64));
+                    Ok(())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().map_err(|_| anyhow!("parameter generation panicked"))?).collect::<Result<Vec<()>>>()
+    })?;
+    Ok(())
+}
+
+/// The outputs under `--out`.
+struct Outputs {
+    dir: Option<PathBuf>,
+    proofs: Option<File>,
+}
+
+impl Outputs {
+    fn new(dir: Option<PathBuf>) -> Result<Self> {
+        let proofs = match &dir {
+            Some(d) => {
+                std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+                Some(File::create(d.join("proofs.jsonl"))?)
+            }
+            None => None,
+        };
+        Ok(Outputs { dir, proofs })
+    }
+
+    fn line(&mut self, v: serde_json::Value) {
+        if let Some(f) = &mut self.proofs {
+            let _ = writeln!(f, "{v}");
+        }
+    }
+
+    fn write(&self, header: &str, reports: &[KindReport], meta: &serde_json::Value) -> Result<()> {
+        if let Some(d) = &self.dir {
+            std::fs::write(d.join("table.md"), format!("{header}\n\n{}", render_table(reports)))?;
+            let all = json!({"run": meta, "kinds": reports});
+            std::fs::write(d.join("results.json"), serde_json::to_string_pretty(&all)?)?;
+        }
+        Ok(())
+    }
+}
+
+/// What each side's time covers, for the table's header.
+const TIMED: &str = "kiln: one job submitted to kiln's engine (payload decoded once before) until its answer: \
+synthesis of every partition, the prover (H, MSMs), assembly and the engine's own check of each partition proof. \
+SupraSeal: one filecoin-proofs call (seal_commit_phase2, generate_empty_sector_update_proof_with_vanilla, \
+generate_single_window_post_with_vanilla, generate_winning_post_with_vanilla): synthesis + SupraSeal C2 + \
+filecoin-proofs' own checks (PoRep: the vanilla proofs before, verify_seal after). \
+Then every proof of both is verified by filecoin-proofs' verifier, outside the times.";
+
+fn main() -> Result<()> {
+    START.get_or_init(Instant::now);
+    let args = Args::parse();
+    // filecoin-proofs reads its settings once, at first use: set before any.
+    let cache = args
+        .param_cache
+        .clone()
+        .or_else(|| std::env::var_os("FIL_PROOFS_PARAMETER_CACHE").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("/var/tmp/filecoin-proof-parameters"));
+    std::fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
+    let cache = cache.canonicalize()?;
+    std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &cache);
+    let kinds = args.kinds.iter().map(|k| kind_of(k)).collect::<Result<Vec<_>>>()?;
+    let payloads = kinds
+        .iter()
+        .map(|k| kiln_filecoin::vanilla::read_payload(&args.inputs.join(k.file_name())).map_err(|e| anyhow!(e)))
+        .collect::<Result<Vec<_>>>()?;
+    let size = kiln_filecoin::registered::sector_size_name(payloads.first().map(|p| p.sector_size).context("no kinds")?);
+    progress(&format!("{} kinds at {size} from {}; parameters in {}", payloads.len(), args.inputs.display(), cache.display()));
+    ensure_params(&payloads)?;
+    if args.params_only {
+        progress("parameters ready (--params-only)");
+        return Ok(());
+    }
+
+    let setup = kiln_setup(&args)?;
+    let gpu_present = kiln_gpu::GpuDevice::count() > 0;
+    let peer_bin = args.peer_bin.clone().or_else(|| {
+        let p = std::env::current_exe().ok()?.with_file_name("peer-filecoin");
+        p.exists().then_some(p)
+    });
+    let peer_skip = if args.no_peer {
+        Some("--no-peer".to_string())
+    } else if !gpu_present {
+        Some("no GPU on this machine (SupraSeal needs CUDA and a device)".to_string())
+    } else if peer_bin.is_none() {
+        Some("no peer-filecoin binary (--peer-bin, or build it with `cargo xtask bench filecoin --build-only`)".to_string())
+    } else {
+        None
+    };
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let header = format!(
+        "kiln vs filecoin-proofs 19.1 + SupraSeal C2 (cuda-supraseal), Filecoin kinds at {size}: {}; host {cores} cores; \
+         per kind and prover {} warm-up (not counted) + {} timed proofs, one at a time.\n\n{TIMED}",
+        setup.description, args.warmup, args.timed
+    );
+    println!("{header}");
+    if let Some(why) = &peer_skip {
+        println!("SupraSeal peer skipped: {why}");
+    }
+    let meta = json!({
+        "kiln": setup.description, "host_cores": cores, "sector_size": size, "param_cache": cache,
+        "synthesis_workers": setup.config.synthesis_workers, "peer_skipped": peer_skip, "args": format!("{args:?}"),
+    });
+
+    let mut out = Outputs::new(args.out.clone())?;
+    let mut reports = Vec::new();
+    for p in &payloads {
+        let job = kiln_side::job_for(p).map_err(|e| anyhow!("{:?} payload: {e}", p.proof_kind))?;
+        let label = job.kind_label().to_string();
+        let (_, registered) = kiln_side::param_set_for(p).map_err(|e| anyhow!(e))?;
+        progress(&format!("== {label} ({registered}, {} partition(s)): kiln", job.num_partitions()));
+        let kiln = kiln_side::run_kind(&setup, p, &job, args.warmup, args.timed, &mut |k| {
+            progress(&format!(
+                "kiln {label} {} {}: {:.1} ms (synthesis {:.1} + prover {:.1}); verified by filecoin-proofs in {:.1} ms",
+                k.mode, k.index, k.ms, k.synthesis_ms, k.prove_ms, k.verify_ms
+            ));
+            out.line(json!({
+                "prover": "kiln", "kind": label, "mode": k.mode, "index": k.index, "ms": k.ms,
+                "synthesis_ms": k.synthesis_ms, "prove_ms": k.prove_ms, "verify_ms": k.verify_ms, "verified": true,
+            }));
+        })
+        .with_context(|| format!("kiln on {label}"))?;
+        let peer = match (&peer_skip, &peer_bin) {
+            (None, Some(bin)) => {
+                progress(&format!("== {label}: SupraSeal"));
+                peer::run_kind(bin, &args.inputs, &cache, &label, args.warmup, args.timed, &mut |line| {
+                    progress(&format!("peer {label}: {line}"));
+                    if let Ok(mut v) = serde_json::from_str::<serde_json::Value>(line) {
+                        v["prover"] = json!("supraseal");
+                        out.line(v);
+                    }
+                })
+            }
+            (Some(why), _) => PeerOutcome::Skipped { why: why.clone() },
+            (None, None) => unreachable!("peer_skip is set when there is no binary"),
+        };
+        reports.push(KindReport { kind: label, registered_proof: registered, partitions: job.num_partitions(), kiln, peer });
+        out.write(&header, &reports, &meta)?;
+        println!("{}", render_table(&reports[reports.len() - 1..]));
+    }
+    println!("\n{header}\n\n{}", render_table(&reports));
+    for r in &reports {
+        for n in &r.kiln.notes {
+            println!("{}: {n}", r.kind);
+        }
+    }
+    if let Some(d) = &args.out {
+        println!("wrote {}/table.md, results.json, proofs.jsonl", d.display());
+    }
+    progress("done");
+    if reports.iter().any(|r| matches!(r.peer, PeerOutcome::Failed { .. })) {
+        bail!("the peer failed on at least one kind (see the table)");
+    }
+    Ok(())
+}
