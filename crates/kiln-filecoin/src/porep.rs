@@ -15,7 +15,7 @@ use filecoin_proofs::{
 use filecoin_proofs_api::seal::SealCommitPhase1Output;
 use filecoin_proofs_api::{ApiFeature, RegisteredSealProof};
 use kiln_pipeline::{JobSource, SrsSpec};
-use kiln_synth::{Assignment, AssignmentBuffers, SynthError};
+use kiln_synth::{Assignment, AssignmentBuffers, SynthContext, SynthError};
 use serde::Deserialize;
 use storage_proofs_core::compound_proof::CompoundProof;
 use storage_proofs_core::merkle::MerkleTreeTrait;
@@ -170,16 +170,18 @@ impl<Tree: 'static + MerkleTreeTrait> JobSource for PorepJob<Tree> {
         self.vanilla.len()
     }
 
-    fn synthesize(&self, i: usize, buffers: AssignmentBuffers) -> Result<Assignment, SynthError> {
+    fn synthesize(&self, i: usize, buffers: AssignmentBuffers, ctx: SynthContext<'_>) -> Result<Assignment, SynthError> {
         let _span = tracing::debug_span!("porep_partition", partition = i).entered();
-        let circuit = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::circuit(
-            &self.pub_inputs,
-            (),
-            &self.vanilla[i],
-            &self.pub_params,
-            Some(i),
-        )
-        .map_err(|e| circuit_error(format!("PoRep partition {i}: {e:#}")))?;
-        kiln_synth::synthesize(circuit, buffers)
+        let build = || {
+            <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::circuit(
+                &self.pub_inputs,
+                (),
+                &self.vanilla[i],
+                &self.pub_params,
+                Some(i),
+            )
+            .map_err(|e| circuit_error(format!("PoRep partition {i}: {e:#}")))
+        };
+        ctx.synthesize(build, buffers)
     }
 }

@@ -13,7 +13,7 @@ use filecoin_proofs::{
 };
 use filecoin_proofs_api::RegisteredPoStProof;
 use kiln_pipeline::{JobSource, SrsSpec};
-use kiln_synth::{Assignment, AssignmentBuffers, SynthError};
+use kiln_synth::{Assignment, AssignmentBuffers, SynthContext, SynthError};
 use storage_proofs_core::compound_proof::CompoundProof;
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_post::fallback::{self, FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound, PublicSector};
@@ -138,18 +138,20 @@ impl<Tree: 'static + MerkleTreeTrait> JobSource for PostJob<Tree> {
         1
     }
 
-    fn synthesize(&self, i: usize, buffers: AssignmentBuffers) -> Result<Assignment, SynthError> {
+    fn synthesize(&self, i: usize, buffers: AssignmentBuffers, ctx: SynthContext<'_>) -> Result<Assignment, SynthError> {
         let _span = tracing::debug_span!("post_partition", kind = self.label, partition = ?self.pub_inputs.k).entered();
         // The public inputs hold this partition's sectors only, so the
         // circuit takes chunk 0 of them (as filecoin-proofs' single-partition prover does).
-        let circuit = <FallbackPoStCompound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::circuit(
-            &self.pub_inputs,
-            Default::default(),
-            &self.partition,
-            &self.pub_params,
-            Some(i),
-        )
-        .map_err(|e| circuit_error(format!("{} circuit: {e:#}", self.label)))?;
-        kiln_synth::synthesize(circuit, buffers)
+        let build = || {
+            <FallbackPoStCompound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::circuit(
+                &self.pub_inputs,
+                Default::default(),
+                &self.partition,
+                &self.pub_params,
+                Some(i),
+            )
+            .map_err(|e| circuit_error(format!("{} circuit: {e:#}", self.label)))
+        };
+        ctx.synthesize(build, buffers)
     }
 }

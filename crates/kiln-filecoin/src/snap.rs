@@ -10,7 +10,7 @@ use filecoin_hashers::{Domain, Hasher};
 use filecoin_proofs::{with_shape, DefaultPieceDomain, SectorUpdateConfig, TreeRHasher};
 use filecoin_proofs_api::RegisteredUpdateProof;
 use kiln_pipeline::{JobSource, SrsSpec};
-use kiln_synth::{Assignment, AssignmentBuffers, SynthError};
+use kiln_synth::{Assignment, AssignmentBuffers, SynthContext, SynthError};
 use storage_proofs_core::compound_proof::CompoundProof;
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::parameter_cache::CacheableParameters;
@@ -115,16 +115,18 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> JobSource for SnapJo
         self.vanilla.len()
     }
 
-    fn synthesize(&self, i: usize, buffers: AssignmentBuffers) -> Result<Assignment, SynthError> {
+    fn synthesize(&self, i: usize, buffers: AssignmentBuffers, ctx: SynthContext<'_>) -> Result<Assignment, SynthError> {
         let _span = tracing::debug_span!("snap_partition", partition = i).entered();
-        let circuit = <EmptySectorUpdateCompound<Tree> as CompoundProof<EmptySectorUpdate<Tree>, EmptySectorUpdateCircuit<Tree>>>::circuit(
-            &self.pub_inputs,
-            (),
-            &self.vanilla[i],
-            &self.pub_params,
-            Some(i),
-        )
-        .map_err(|e| circuit_error(format!("SnapDeals partition {i}: {e:#}")))?;
-        kiln_synth::synthesize(circuit, buffers)
+        let build = || {
+            <EmptySectorUpdateCompound<Tree> as CompoundProof<EmptySectorUpdate<Tree>, EmptySectorUpdateCircuit<Tree>>>::circuit(
+                &self.pub_inputs,
+                (),
+                &self.vanilla[i],
+                &self.pub_params,
+                Some(i),
+            )
+            .map_err(|e| circuit_error(format!("SnapDeals partition {i}: {e:#}")))
+        };
+        ctx.synthesize(build, buffers)
     }
 }

@@ -13,7 +13,7 @@ use kiln_filecoin::snap::SnapRequest;
 use kiln_filecoin::{porep, post, registered, snap, vanilla, verify, PoStType};
 use kiln_groth16::{finish, prove_start, CpuBackend, ParamsFile, Randomness};
 use kiln_pipeline::JobSource;
-use kiln_synth::AssignmentBuffers;
+use kiln_synth::{AssignmentBuffers, CircuitCache, SynthContext};
 use rand::SeedableRng;
 
 /// The payloads of one sealed 2 KiB sector, made once for all tests (the
@@ -101,7 +101,19 @@ fn window_post_is_proved_by_kiln_and_accepted_by_filecoin_proofs() {
     }
     let params = Arc::new(ParamsFile::open(&spec.path).unwrap());
     let shape = j.partition_shape(&params, 0);
-    let assignment = j.synthesize(0, AssignmentBuffers::heap_with_capacity(shape.domain(), shape.num_aux)).unwrap();
+    let buffers = || AssignmentBuffers::heap_with_capacity(shape.domain(), shape.num_aux);
+    // The compiled path (WindowPoSt's circuit synthesizes its sectors in
+    // sub-systems appended with `extend`) gives what ordinary synthesis gives.
+    let plain = j.synthesize(0, buffers(), SynthContext::plain()).unwrap();
+    let cache = CircuitCache::unbounded();
+    j.synthesize(0, buffers(), cache.context(&spec.id, usize::MAX)).unwrap();
+    let assignment = j.synthesize(0, buffers(), cache.context(&spec.id, usize::MAX)).unwrap();
+    let stats = cache.stats();
+    assert_eq!((stats.compiles, stats.compiled_syntheses, stats.plain_syntheses), (1, 1, 0), "{stats:?}");
+    assert_eq!(assignment.shape(), plain.shape());
+    assert!(assignment.a() == plain.a() && assignment.b() == plain.b() && assignment.c() == plain.c());
+    assert!(assignment.aux() == plain.aux() && assignment.input == plain.input);
+    assert_eq!(assignment.b_input_density, plain.b_input_density);
     let mut rng = rand::thread_rng();
     let proved = finish(prove_start(&CpuBackend, &params, assignment, Randomness::random(&mut rng)).unwrap()).unwrap();
     let bytes = j.finalize(vec![proved]).unwrap();

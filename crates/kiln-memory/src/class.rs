@@ -18,18 +18,22 @@ pub enum MemoryClass {
     Synthesis,
     /// Host-side staging for GPU work that is not in pinned pool buffers.
     GpuStaging,
+    /// Compiled circuits (constraint matrices) kept to speed up synthesis;
+    /// a cache, like idle parameters: evictable, not tied to a job.
+    CompiledCircuits,
     /// Anything else.
     Other,
 }
 
 impl MemoryClass {
     /// Every class, in the order of [`ClassBytes`]'s fields.
-    pub const ALL: [MemoryClass; 6] = [
+    pub const ALL: [MemoryClass; 7] = [
         MemoryClass::Srs,
         MemoryClass::PinnedInUse,
         MemoryClass::PinnedIdle,
         MemoryClass::Synthesis,
         MemoryClass::GpuStaging,
+        MemoryClass::CompiledCircuits,
         MemoryClass::Other,
     ];
 
@@ -47,6 +51,7 @@ impl MemoryClass {
             MemoryClass::PinnedIdle => "pinned_idle",
             MemoryClass::Synthesis => "synthesis",
             MemoryClass::GpuStaging => "gpu_staging",
+            MemoryClass::CompiledCircuits => "compiled_circuits",
             MemoryClass::Other => "other",
         }
     }
@@ -72,19 +77,22 @@ pub struct ClassBytes {
     pub synthesis: u64,
     /// [`MemoryClass::GpuStaging`]
     pub gpu_staging: u64,
+    /// [`MemoryClass::CompiledCircuits`]
+    pub compiled_circuits: u64,
     /// [`MemoryClass::Other`]
     pub other: u64,
 }
 
 impl ClassBytes {
     pub(crate) fn from_array(bytes: [u64; MemoryClass::COUNT]) -> Self {
-        let [srs, pinned_in_use, pinned_idle, synthesis, gpu_staging, other] = bytes;
+        let [srs, pinned_in_use, pinned_idle, synthesis, gpu_staging, compiled_circuits, other] = bytes;
         ClassBytes {
             srs,
             pinned_in_use,
             pinned_idle,
             synthesis,
             gpu_staging,
+            compiled_circuits,
             other,
         }
     }
@@ -97,6 +105,7 @@ impl ClassBytes {
             MemoryClass::PinnedIdle => self.pinned_idle,
             MemoryClass::Synthesis => self.synthesis,
             MemoryClass::GpuStaging => self.gpu_staging,
+            MemoryClass::CompiledCircuits => self.compiled_circuits,
             MemoryClass::Other => self.other,
         }
     }
@@ -127,6 +136,6 @@ mod tests {
         for c in MemoryClass::ALL {
             assert_eq!(cb.get(c), 10 + c.index() as u64, "{c}");
         }
-        assert_eq!(cb.sum(), (10..16).sum::<u64>());
+        assert_eq!(cb.sum(), (10..10 + MemoryClass::COUNT as u64).sum::<u64>());
     }
 }

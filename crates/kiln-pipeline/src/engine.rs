@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use kiln_groth16::ProverBackend;
 use kiln_memory::{MemoryBudget, PinnedPool};
+use kiln_synth::CircuitCache;
 use parking_lot::Mutex;
 
 use crate::buffers::PartitionFootprint;
@@ -43,6 +44,8 @@ pub(crate) struct Shared {
     pub(crate) budget: MemoryBudget,
     pub(crate) pool: PinnedPool,
     pub(crate) srs: Arc<SrsManager>,
+    /// Compiled circuits by parameter id.
+    pub(crate) circuits: CircuitCache,
     pub(crate) counters: Arc<StageCounters>,
     pub(crate) synth_queue: WorkQueue<PartitionTask>,
     pub(crate) gpu_queue: WorkQueue<Synthesized>,
@@ -188,6 +191,7 @@ impl Engine {
         config.backend_scratch_ratio.get_or_insert_with(|| backends.iter().map(|b| b.host_scratch_ratio()).fold(0.0, f64::max));
         let shared = Arc::new(Shared {
             srs: SrsManager::new(budget.clone(), pool.clone()),
+            circuits: crate::circuits::circuit_cache(&config, &budget),
             counters: StageCounters::new(config.counter_log_interval_ms),
             synth_queue: WorkQueue::new(None),
             gpu_queue: WorkQueue::new(Some(config.gpu_queue_depth.max(1))),
@@ -406,12 +410,15 @@ impl Engine {
         Ok(PreloadResult { already_loaded: false, load_time: started.elapsed() })
     }
 
-    /// Unloads a parameter set that no partition is using (an error if one is).
-    /// Unloads parameters `id` from host memory and from every device.
+    /// Unloads parameters `id` (an error if a partition is using them) from
+    /// host memory and from every device, and drops its compiled circuit.
     pub fn evict_srs(&self, id: &str) -> Result<EvictResult, EngineError> {
         let shared = self.shared();
         let params_id = shared.srs.statuses().into_iter().find(|s| s.id == id).and_then(|s| s.params_id);
         let result = shared.srs.evict(id).map_err(EngineError::Srs)?;
+        if shared.circuits.evict(id) {
+            tracing::info!(id, "compiled circuit dropped with its parameters");
+        }
         if let Some(pid) = params_id {
             let device_bytes: u64 = shared.backends.iter().map(|b| b.evict_device(pid)).sum();
             if device_bytes > 0 {
@@ -456,6 +463,7 @@ impl Engine {
                 finalizer_threads: shared.config.finalizer_threads,
             },
             srs: with_device_residency(shared.srs.statuses(), &shared.backends),
+            circuits: shared.circuits.stats(),
             jobs: JobTotals {
                 submitted: t.submitted.load(Ordering::Relaxed),
                 completed: t.completed.load(Ordering::Relaxed),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kiln_groth16::{ParamsFile, ProvedProof};
-use kiln_synth::{Assignment, AssignmentBuffers, CircuitShape, SynthError};
+use kiln_synth::{Assignment, AssignmentBuffers, CircuitShape, SynthContext, SynthError};
 use serde::{Deserialize, Serialize};
 
 /// How urgent a job is. Synthesis workers and GPU workers always take the
@@ -90,7 +90,7 @@ impl fmt::Debug for SrsSpec {
 /// ```
 /// use kiln_pipeline::{JobSource, SrsSpec};
 /// use kiln_synth::workload::{SyntheticCircuit, WorkloadKind};
-/// use kiln_synth::{synthesize, Assignment, AssignmentBuffers, SynthError};
+/// use kiln_synth::{Assignment, AssignmentBuffers, SynthContext, SynthError};
 ///
 /// /// Three proofs of one circuit; the answer is their 192-byte proofs, concatenated.
 /// struct ThreeSquares;
@@ -99,9 +99,9 @@ impl fmt::Debug for SrsSpec {
 ///     fn kind_label(&self) -> &str { "three-squares" }
 ///     fn srs(&self) -> SrsSpec { SrsSpec::existing("squares-v1", "/var/lib/params/squares-v1.params") }
 ///     fn num_partitions(&self) -> usize { 3 }
-///     fn synthesize(&self, i: usize, buffers: AssignmentBuffers) -> Result<Assignment, SynthError> {
+///     fn synthesize(&self, i: usize, buffers: AssignmentBuffers, ctx: SynthContext<'_>) -> Result<Assignment, SynthError> {
 ///         let circuit = SyntheticCircuit::filling_domain(WorkloadKind::Dense, 10, 1).with_witness(i as u64);
-///         synthesize(circuit, buffers)
+///         ctx.synthesize(|| Ok(circuit), buffers)
 ///     }
 /// }
 /// assert_eq!(ThreeSquares.srs().id, "squares-v1");
@@ -128,7 +128,12 @@ pub trait JobSource: Send + Sync + 'static {
     /// Synthesize partition `i` into `buffers` (a, b, c sized for the
     /// evaluation domain, aux for the aux variables of
     /// [`partition_shape`](Self::partition_shape)).
-    fn synthesize(&self, i: usize, buffers: AssignmentBuffers) -> Result<Assignment, SynthError>;
+    ///
+    /// Build the circuit inside `ctx.synthesize(|| ..., buffers)`: the
+    /// engine's context compiles the circuit on first use and takes the
+    /// compiled path after (it may build the circuit twice if an instance
+    /// changes shape).
+    fn synthesize(&self, i: usize, buffers: AssignmentBuffers, ctx: SynthContext<'_>) -> Result<Assignment, SynthError>;
 
     /// Pack the verified partition proofs (in partition order) into the
     /// answer. The default concatenates their 192-byte encodings.

@@ -45,6 +45,7 @@
 //! ```
 
 mod buffers;
+mod circuits;
 mod config;
 mod counters;
 mod engine;

@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use kiln_memory::{BudgetSnapshot, PoolSnapshot};
+use kiln_synth::CircuitCacheStats;
 use serde::Serialize;
 
 use crate::counters::BufferCounters;
@@ -23,6 +24,8 @@ pub struct EngineStatus {
     pub workers: WorkerStatus,
     /// Parameter sets the engine knows of.
     pub srs: Vec<SrsStatus>,
+    /// Compiled circuits and how partitions were synthesized.
+    pub circuits: CircuitCacheStats,
     pub jobs: JobTotals,
 }
 
@@ -135,6 +138,17 @@ pub(crate) fn prometheus_text(status: &EngineStatus) -> String {
         status.srs.iter().flat_map(|s| s.device_resident.iter().map(move |d| (format!("{{id=\"{}\",device=\"{}\"}}", escape(&s.id), escape(d)), 1.0))).collect());
     family("kiln_srs_ref_count", "gauge", "Partitions using each parameter set.",
         status.srs.iter().map(|s| (format!("{{id=\"{}\"}}", escape(&s.id)), s.ref_count as f64)).collect());
+    let c = &status.circuits;
+    family("kiln_compiled_circuits", "gauge", "Compiled circuits held.", one(c.circuits as f64));
+    family("kiln_compiled_circuits_bytes", "gauge", "Memory the compiled circuits hold.", one(c.bytes as f64));
+    family("kiln_syntheses_total", "counter", "Partition syntheses by path.", vec![
+        ("{path=\"compile\"}".into(), c.compiles as f64),
+        ("{path=\"compiled\"}".into(), c.compiled_syntheses as f64),
+        ("{path=\"ordinary\"}".into(), c.plain_syntheses as f64),
+    ]);
+    family("kiln_compiled_circuit_refusals_total", "counter",
+        "Circuits not compiled (no memory, too large) or dropped (an instance changed shape).",
+        one((c.refusals + c.structure_changes) as f64));
     let j = &status.jobs;
     family("kiln_jobs_total", "counter", "Jobs by how they ended (submitted counts every new job).", vec![
         ("{outcome=\"submitted\"}".into(), j.submitted as f64),

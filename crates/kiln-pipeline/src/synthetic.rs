@@ -8,7 +8,7 @@ use parking_lot::Mutex;
 
 use kiln_groth16::setup;
 use kiln_synth::workload::{SyntheticCircuit, WorkloadKind};
-use kiln_synth::{synthesize, Assignment, AssignmentBuffers, SynthError};
+use kiln_synth::{Assignment, AssignmentBuffers, SynthContext, SynthError};
 
 use crate::job::{JobSource, SrsSpec};
 
@@ -93,7 +93,7 @@ impl JobSource for SyntheticJob {
         self.partitions
     }
 
-    fn synthesize(&self, i: usize, buffers: AssignmentBuffers) -> Result<Assignment, SynthError> {
-        synthesize(self.circuit(i), buffers)
+    fn synthesize(&self, i: usize, buffers: AssignmentBuffers, ctx: SynthContext<'_>) -> Result<Assignment, SynthError> {
+        ctx.synthesize(|| Ok(self.circuit(i)), buffers)
     }
 }

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use kiln_groth16::{finish, prove_start, PendingProof, ProveError, ProverBackend, Randomness};
 use kiln_memory::{MemoryClass, MemoryReservation};
-use kiln_synth::Assignment;
+use kiln_synth::{Assignment, SynthContext};
 
 use crate::buffers::{assignment_buffers, PartitionFootprint};
 use crate::counters::{Stage, StageGuard};
@@ -170,7 +170,10 @@ fn synthesize_partition(shared: &Arc<Shared>, task: PartitionTask) {
     srs_time += t_lease.elapsed();
     job.add_srs_load(srs_time);
     let waiting_since = Instant::now();
-    let relieve = || shared.srs.relieve(Some(&job.srs.id), waiting_since.elapsed());
+    let relieve = || {
+        shared.srs.relieve(Some(&job.srs.id), waiting_since.elapsed());
+        crate::circuits::relieve(&shared.circuits, &shared.budget);
+    };
     let Some(buffer) = block_on_abortable(shared.pool.checkout_async(footprint.buffer_request_bytes()), abort, relieve) else {
         return;
     };
@@ -192,7 +195,13 @@ fn synthesize_partition(shared: &Arc<Shared>, task: PartitionTask) {
 
     let t = Instant::now();
     let buffers = assignment_buffers(buffer, &footprint);
-    let result = catch_unwind(AssertUnwindSafe(|| job.source.synthesize(index, buffers)));
+    let allowance = crate::circuits::compile_allowance(&shared.config, &shared.budget, &shape);
+    let ctx = if shared.config.compile_circuits {
+        shared.circuits.context(&job.srs.id, allowance)
+    } else {
+        SynthContext::plain()
+    };
+    let result = catch_unwind(AssertUnwindSafe(|| job.source.synthesize(index, buffers, ctx)));
     let took = t.elapsed();
     job.add_synthesis(took);
     let assignment = match result {

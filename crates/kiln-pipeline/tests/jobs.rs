@@ -181,7 +181,7 @@ fn a_job_that_can_never_fit_is_refused_at_submit() {
         fn num_partitions(&self) -> usize {
             1
         }
-        fn synthesize(&self, _: usize, _: kiln_synth::AssignmentBuffers) -> Result<kiln_synth::Assignment, kiln_synth::SynthError> {
+        fn synthesize(&self, _: usize, _: kiln_synth::AssignmentBuffers, _: kiln_synth::SynthContext<'_>) -> Result<kiln_synth::Assignment, kiln_synth::SynthError> {
             unreachable!("never scheduled")
         }
     }

@@ -137,6 +137,30 @@ impl CircuitCache {
         matches!(entries.get(key), Some(Entry::Ready { .. } | Entry::Refused { .. })) && entries.remove(key).is_some()
     }
 
+    /// Drop the least recently used compiled circuit (other than `except`'s);
+    /// returns its size, or `None` if there was none to drop.
+    pub fn evict_least_recent(&self, except: Option<&str>) -> Option<usize> {
+        let mut entries = self.lock();
+        let victim = Self::least_recent(&entries, except)?;
+        let entry = entries.remove(&victim);
+        drop(entries);
+        match entry {
+            Some(Entry::Ready { r1cs, .. }) => Some(r1cs.heap_bytes()),
+            _ => None,
+        }
+    }
+
+    fn least_recent(entries: &HashMap<String, Entry>, except: Option<&str>) -> Option<String> {
+        entries
+            .iter()
+            .filter_map(|(k, e)| match e {
+                Entry::Ready { last_used, .. } if Some(k.as_str()) != except => Some((*last_used, k)),
+                _ => None,
+            })
+            .min()
+            .map(|(_, k)| k.clone())
+    }
+
     /// Counters and current size.
     pub fn stats(&self) -> CircuitCacheStats {
         let entries = self.lock();
@@ -190,14 +214,7 @@ impl CircuitCache {
                 Err(e) => e,
             };
             let mut entries = self.lock();
-            let lru = entries
-                .iter()
-                .filter_map(|(k, e)| match e {
-                    Entry::Ready { last_used, .. } if k != key => Some((*last_used, k.clone())),
-                    _ => None,
-                })
-                .min();
-            let Some((_, victim)) = lru else { return Err(refused) };
+            let Some(victim) = Self::least_recent(&entries, Some(key)) else { return Err(refused) };
             tracing::info!(evicted = %victim, for_key = %key, "compiled circuit evicted to make room");
             // Dropped outside the lock: its admission goes back first.
             let evicted = entries.remove(&victim);

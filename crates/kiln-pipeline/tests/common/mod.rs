@@ -12,7 +12,7 @@ use kiln_groth16::{CpuBackend, ParamsFile, PendingMsms, ProveError, ProverBacken
 use kiln_pipeline::synthetic::SyntheticJob;
 use kiln_pipeline::{Engine, EngineConfig, EngineStatus, JobSource, SrsSpec};
 use kiln_synth::workload::WorkloadKind;
-use kiln_synth::{Assignment, AssignmentBuffers, SynthError};
+use kiln_synth::{Assignment, AssignmentBuffers, SynthContext, SynthError};
 
 /// Parameters are generated once per target dir and shared by every test.
 pub fn params_dir() -> PathBuf {
@@ -125,15 +125,15 @@ impl JobSource for Faulty {
     fn num_partitions(&self) -> usize {
         self.inner.num_partitions()
     }
-    fn synthesize(&self, i: usize, buffers: AssignmentBuffers) -> Result<Assignment, SynthError> {
+    fn synthesize(&self, i: usize, buffers: AssignmentBuffers, ctx: SynthContext<'_>) -> Result<Assignment, SynthError> {
         match self.fault {
             Fault::Fail(p) if p == i => Err(SynthError::Unsatisfied { index: 0, total: 1 }),
             Fault::Panic(p) if p == i => panic!("synthesis of partition {i} exploded"),
             Fault::Slow(d) => {
                 std::thread::sleep(d);
-                self.inner.synthesize(i, buffers)
+                self.inner.synthesize(i, buffers, ctx)
             }
-            _ => self.inner.synthesize(i, buffers),
+            _ => self.inner.synthesize(i, buffers, ctx),
         }
     }
 }
