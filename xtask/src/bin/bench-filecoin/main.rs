@@ -22,8 +22,9 @@
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
@@ -126,7 +127,25 @@ fn kiln_setup(args: &Args) -> Result<KilnSetup> {
 /// sets' single-threaded phases then overlap).
 fn ensure_params(payloads: &[Payload]) -> Result<()> {
     let sets = payloads.iter().map(kiln_side::param_set_for).collect::<Result<Vec<_>, _>>().map_err(|e| anyhow!(e))?;
+    let missing = sets.iter().filter(|(set, _)| !set.params_path().exists()).count();
+    let finished = AtomicBool::new(false);
     std::thread::scope(|s| {
+        // A line every 30 s while sets are generated (kiln's progress bar
+        // draws only on a terminal, and a device run is logged to a file).
+        if missing > 0 {
+            let finished = &finished;
+            s.spawn(move || {
+                let t = Instant::now();
+                let mut next = 30;
+                while !finished.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(250));
+                    if t.elapsed().as_secs() >= next && !finished.load(Ordering::Relaxed) {
+                        progress(&format!("still generating parameters ({missing} set(s) were missing, {next} s so far)"));
+                        next += 30;
+                    }
+                }
+            });
+        }
         let handles: Vec<_> = sets
             .iter()
             .map(|(set, name)| {
@@ -144,7 +163,9 @@ fn ensure_params(payloads: &[Payload]) -> Result<()> {
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().map_err(|_| anyhow!("parameter generation panicked"))?).collect::<Result<Vec<()>>>()
+        let r = handles.into_iter().map(|h| h.join().map_err(|_| anyhow!("parameter generation panicked"))?).collect::<Result<Vec<()>>>();
+        finished.store(true, Ordering::Relaxed);
+        r
     })?;
     Ok(())
 }
