@@ -192,7 +192,7 @@ impl CoeffTable {
         let fixed = [(Scalar::ONE, COEFF_ONE), (-Scalar::ONE, COEFF_MINUS_ONE)];
         CoeffTable {
             values: fixed.iter().map(|(c, _)| *c).collect(),
-            ids: fixed.iter().map(|(c, id)| (c.to_repr().into(), *id)).collect(),
+            ids: fixed.iter().map(|(c, id)| (c.to_repr(), *id)).collect(),
         }
     }
 
@@ -200,7 +200,7 @@ impl CoeffTable {
         if *c == Scalar::ONE {
             return Ok(COEFF_ONE);
         }
-        let key = c.to_repr().into();
+        let key = c.to_repr();
         if let Some(&id) = self.ids.get(&key) {
             return Ok(id);
         }

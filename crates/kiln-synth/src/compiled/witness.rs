@@ -239,7 +239,7 @@ impl ConstraintSystem<Scalar> for CompilingCs {
         if let Err(l) = r {
             self.limit = Some(l);
         }
-        if self.w.num_constraints % 1024 == 0 {
+        if self.w.num_constraints.is_multiple_of(1024) {
             self.check_memory();
         }
     }
