@@ -24,6 +24,10 @@ struct Curve<'a> {
 
 /// Sorted entries per accumulation thread.
 const ACC_CHUNK: usize = 128;
+/// Threads per block of the bucket-accumulation kernels: the
+/// `__launch_bounds__(128, ..)` their register budget in cuda/msm.cuh is
+/// computed for.
+const ACC_BLOCK: u32 = 128;
 /// Buckets per reduction thread.
 const REDUCE_RUN: usize = 64;
 /// Points per thread in the group sums.
@@ -129,7 +133,7 @@ impl GpuDevice {
             prof.mark("scan");
             launch(s, &self.k.msm_scatter, blocks(n, 256), 256, &[Arg::U64(sp), Arg::Sel(sel), Arg::U32(n32), Arg::U32(c32), Arg::U32(w32), Arg::U64(pcur), Arg::U64(psorted)])?;
             prof.mark("scatter");
-            launch(s, cv.acc, blocks(chunks, 128), 128, &[Arg::U64(points), Arg::U64(psorted), Arg::U64(po), Arg::U64(pc), Arg::U32(n32), Arg::U32(c32), Arg::U32(w32), Arg::U32(k32), Arg::U64(pb), Arg::U64(pfirst), Arg::U64(plast)])?;
+            launch(s, cv.acc, blocks(chunks, ACC_BLOCK), ACC_BLOCK, &[Arg::U64(points), Arg::U64(psorted), Arg::U64(po), Arg::U64(pc), Arg::U32(n32), Arg::U32(c32), Arg::U32(w32), Arg::U32(k32), Arg::U64(pb), Arg::U64(pfirst), Arg::U64(plast)])?;
             prof.mark("acc");
             launch(s, cv.fix, blocks(w * nb, 128), 128, &[Arg::U64(po), Arg::U64(pc), Arg::U32(n32), Arg::U32(c32), Arg::U32(w32), Arg::U32(k32), Arg::U64(pb), Arg::U64(pfirst), Arg::U64(plast)])?;
             prof.mark("fix");

@@ -179,6 +179,9 @@ impl std::fmt::Display for CompileLimit {
     }
 }
 
+/// Coefficients looked up for reuse at most.
+const DEDUP_LIMIT: usize = 1 << 16;
+
 /// The distinct coefficients of a circuit: most are 1, -1 or small powers of
 /// two, so a 4-byte id per term replaces a 32-byte field element.
 #[derive(Clone, Debug)]
@@ -206,7 +209,12 @@ impl CoeffTable {
         }
         let id = u32::try_from(self.values.len()).map_err(|_| CompileLimit("2^32 distinct coefficients"))?;
         self.values.push(*c);
-        self.ids.insert(key, id);
+        // Past DEDUP_LIMIT distinct values the circuit's coefficients are
+        // mostly one-offs (random ones, say): storing repeats costs 32 bytes
+        // each, a map entry for every value would cost more.
+        if self.ids.len() < DEDUP_LIMIT {
+            self.ids.insert(key, id);
+        }
         Ok(id)
     }
 
@@ -222,5 +230,28 @@ impl CoeffTable {
     /// Drop the lookup map (only compiling needs it).
     pub(crate) fn into_values(self) -> Vec<Scalar> {
         self.values
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coefficient_ids_dedup_up_to_the_limit_and_stay_exact_past_it() {
+        let mut t = CoeffTable::new();
+        let c = |i: u64| Scalar::from(i + 7);
+        let first: Vec<u32> = (0..DEDUP_LIMIT as u64 + 100).map(|i| t.id(&c(i)).unwrap()).collect();
+        assert_eq!(t.id(&c(3)).unwrap(), first[3], "early values are found again");
+        let late = DEDUP_LIMIT as u64 + 50;
+        let again = t.id(&c(late)).unwrap();
+        assert_ne!(again, first[late as usize], "past the limit a repeat gets a new id");
+        assert!(t.ids.len() <= DEDUP_LIMIT);
+        assert_eq!((t.id(&Scalar::ONE).unwrap(), t.id(&-Scalar::ONE).unwrap()), (COEFF_ONE, COEFF_MINUS_ONE));
+        let values = t.into_values();
+        for (i, id) in first.iter().enumerate() {
+            assert_eq!(values[*id as usize], c(i as u64));
+        }
+        assert_eq!(values[again as usize], c(late));
     }
 }
