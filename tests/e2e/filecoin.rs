@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use kiln_filecoin::payload::{Payload, PayloadKind};
 use kiln_filecoin::{registered, vanilla, verify};
 use kiln_proto::v1::await_proof_response::Status;
-use kiln_proto::v1::{AwaitProofRequest, AwaitProofResponse, ProofKind, SubmitProofRequest};
+use kiln_proto::v1::{AwaitProofRequest, AwaitProofResponse, ProofKind, ProveRequest, SubmitProofRequest};
 use rand::SeedableRng;
 use tonic::Code;
 
@@ -211,9 +211,13 @@ async fn malformed_filecoin_payloads_get_clear_errors_and_the_daemon_keeps_servi
         ("someone else's randomness", with(&window, &|r| r.randomness[3] ^= 0x10), "do not fit this request"),
     ];
     for (what, req, words) in bad {
-        let e = c.submit_proof(req).await.expect_err(what);
+        let e = c.submit_proof(req.clone()).await.expect_err(what);
         assert_eq!(e.code(), Code::InvalidArgument, "{what}: {}", e.message());
         assert!(e.message().contains(words), "{what}: {:?} lacks {words:?}", e.message());
+        // Curio's call, Prove: the request ends FAILED with the same message.
+        let r = c.prove(ProveRequest { submit: Some(req) }).await.expect(what).into_inner().result.unwrap();
+        assert_eq!(r.status(), Status::Failed, "{what} via Prove");
+        assert!(r.error_message.contains(words), "{what} via Prove: {:?} lacks {words:?}", r.error_message);
     }
 
     // Swapped commitments: the vanilla proofs are checked at submission.

@@ -121,9 +121,10 @@ async fn malformed_requests_get_clear_errors_while_other_jobs_complete() {
         let e = c.submit_proof(req.clone()).await.expect_err(what);
         assert_eq!(e.code(), code, "{what}: {e:?}");
         assert!(e.message().contains(words), "{what}: {:?} lacks {words:?}", e.message());
-        // Prove refuses the same way.
-        let e = c.prove(ProveRequest { submit: Some(req) }).await.expect_err(what);
-        assert_eq!(e.code(), code, "{what} via Prove: {e:?}");
+        // Prove answers with a FAILED result saying the same.
+        let r = c.prove(ProveRequest { submit: Some(req) }).await.expect(what).into_inner().result.unwrap();
+        assert_eq!(r.status(), Status::Failed, "{what} via Prove");
+        assert!(r.error_message.contains(&format!("({code:?})")) && r.error_message.contains(words), "{what} via Prove: {:?}", r.error_message);
     }
     let e = c.prove(ProveRequest { submit: None }).await.unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);

@@ -114,6 +114,20 @@ pub fn outcome_to_wire(job_id: &str, outcome: JobOutcome) -> AwaitProofResponse 
     r
 }
 
+/// Whether a submission error is about the request itself (an answer to
+/// give back), not about the daemon (shutting down, a bug).
+fn refused_for_its_content(code: Code) -> bool {
+    matches!(code, Code::InvalidArgument | Code::Unimplemented | Code::ResourceExhausted)
+}
+
+/// The FAILED result of a request that never became a job.
+fn refused(e: &Status) -> AwaitProofResponse {
+    let mut r = AwaitProofResponse::default();
+    r.set_status(await_proof_response::Status::Failed);
+    r.error_message = format!("request refused ({:?}): {}", e.code(), e.message());
+    r
+}
+
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
@@ -217,9 +231,19 @@ impl ProvingEngine for Service {
 
     /// Submit and wait without a limit. If the client goes away the job
     /// keeps running: resubmitting its request_id picks the answer up.
+    ///
+    /// A request refused for what it holds (malformed, a kind this build
+    /// cannot prove, too large for the memory budget) ends as a FAILED
+    /// result whose message says why: Curio's client reads the outcome of a
+    /// Prove from its status. SubmitProof answers the same refusals with
+    /// gRPC errors, having no status to put them in.
     async fn prove(&self, req: Request<ProveRequest>) -> Result<Response<ProveResponse>, Status> {
         let submit = req.into_inner().submit.ok_or_else(|| Status::invalid_argument("ProveRequest.submit is required"))?;
-        let submitted = self.submit(submit).await?;
+        let submitted = match self.submit(submit).await {
+            Ok(s) => s,
+            Err(e) if refused_for_its_content(e.code()) => return Ok(Response::new(ProveResponse { result: Some(refused(&e)) })),
+            Err(e) => return Err(e),
+        };
         let result = self.await_job(&submitted.job_id, 0).await?;
         Ok(Response::new(ProveResponse { result: Some(result) }))
     }
