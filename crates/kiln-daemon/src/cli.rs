@@ -28,7 +28,7 @@ pub struct ServeArgs {
     /// Prover backend: auto (GPUs if usable, else CPU), cpu or gpu [default: auto].
     #[arg(long)]
     pub backend: Option<String>,
-    /// Synthesis worker threads [default: half the cores, 1..=8].
+    /// Synthesis worker threads [default: three quarters of the cores, 1..=32].
     #[arg(long, value_name = "N")]
     pub synthesis_workers: Option<usize>,
     /// Host memory budget, e.g. 64GiB [default: host RAM (or cgroup limit) minus 4 GiB].

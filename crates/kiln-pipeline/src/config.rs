@@ -17,8 +17,11 @@ use serde::{Deserialize, Serialize};
 pub struct EngineConfig {
     /// Threads that synthesize partitions; each holds at most one partition
     /// (its permit) from memory grant until the GPU queue accepts it.
-    /// Default: half the cores, at least 1, at most 8 (synthesis is
-    /// memory-hungry: each worker holds a whole partition).
+    /// Default: three quarters of the cores, at least 1, at most 32. A GPU
+    /// proves faster than one core synthesizes, so it takes many workers to
+    /// keep it busy (H200, 16 cores, dense 2^22 stream: 8 workers kept the
+    /// GPU 83 % busy, 12 kept it 100 %); memory stays bounded by the budget,
+    /// which every worker reserves from before it synthesizes.
     pub synthesis_workers: usize,
     /// Extra synthesis workers that take only `Critical` partitions, so a
     /// critical job never waits for a worker busy with a large partition.
@@ -78,7 +81,7 @@ impl Default for EngineConfig {
     fn default() -> Self {
         let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
         EngineConfig {
-            synthesis_workers: (cores / 2).clamp(1, 8),
+            synthesis_workers: (cores * 3 / 4).clamp(1, 32),
             critical_lane_workers: 1,
             gpu_queue_depth: 1,
             partition_retries: 1,

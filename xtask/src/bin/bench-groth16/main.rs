@@ -57,7 +57,7 @@ struct Args {
     /// kiln prover workers per GPU (the daemon's default is 2).
     #[arg(long, default_value_t = 2)]
     gpu_workers: usize,
-    /// kiln synthesis workers (default: the engine's, half the cores up to 8).
+    /// kiln synthesis workers (default: the engine's, three quarters of the cores up to 32).
     #[arg(long)]
     synthesis_workers: Option<usize>,
     /// Warm-up proofs per prover and shape, not counted (SupraSeal JIT-compiles its PTX on first use; kiln uploads the SRS to VRAM).
