@@ -19,8 +19,6 @@
 //! and kiln runs on its CPU backend: a dry run of everything else, e.g. at
 //! 2 KiB on a build machine.
 
-use std::fs::File;
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -31,8 +29,11 @@ use clap::Parser;
 use kiln_filecoin::payload::{Payload, PayloadKind};
 use kiln_groth16::{GpuBackend, ProverBackend};
 use kiln_pipeline::EngineConfig;
+use bench_support::Outputs;
 use serde_json::json;
 
+#[path = "../../bench_support.rs"]
+mod bench_support;
 mod kiln_side;
 mod peer;
 mod report;
@@ -170,40 +171,6 @@ fn ensure_params(payloads: &[Payload]) -> Result<()> {
     Ok(())
 }
 
-/// The outputs under `--out`.
-struct Outputs {
-    dir: Option<PathBuf>,
-    proofs: Option<File>,
-}
-
-impl Outputs {
-    fn new(dir: Option<PathBuf>) -> Result<Self> {
-        let proofs = match &dir {
-            Some(d) => {
-                std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
-                Some(File::create(d.join("proofs.jsonl"))?)
-            }
-            None => None,
-        };
-        Ok(Outputs { dir, proofs })
-    }
-
-    fn line(&mut self, v: serde_json::Value) {
-        if let Some(f) = &mut self.proofs {
-            let _ = writeln!(f, "{v}");
-        }
-    }
-
-    fn write(&self, header: &str, reports: &[KindReport], meta: &serde_json::Value) -> Result<()> {
-        if let Some(d) = &self.dir {
-            std::fs::write(d.join("table.md"), format!("{header}\n\n{}", render_table(reports)))?;
-            let all = json!({"run": meta, "kinds": reports});
-            std::fs::write(d.join("results.json"), serde_json::to_string_pretty(&all)?)?;
-        }
-        Ok(())
-    }
-}
-
 /// What each side's time covers, for the table's header.
 const TIMED: &str = "kiln: one job submitted to kiln's engine (payload decoded once before) until its answer: \
 synthesis of every partition, the prover (H, MSMs), assembly and the engine's own check of each partition proof. \
@@ -300,7 +267,7 @@ fn main() -> Result<()> {
             (None, None) => unreachable!("peer_skip is set when there is no binary"),
         };
         reports.push(KindReport { kind: label, registered_proof: registered, partitions: job.num_partitions(), kiln, peer });
-        out.write(&header, &reports, &meta)?;
+        out.write(&format!("{header}\n\n{}", render_table(&reports)), &json!({"run": meta, "kinds": reports}))?;
         println!("{}", render_table(&reports[reports.len() - 1..]));
     }
     println!("\n{header}\n\n{}", render_table(&reports));

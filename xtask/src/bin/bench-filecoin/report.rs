@@ -6,23 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-/// The median of `v` (the lower middle for an even count); `None` when empty.
-pub fn median(v: &[f64]) -> Option<f64> {
-    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
-    if s.is_empty() {
-        return None;
-    }
-    s.sort_by(|a, b| a.total_cmp(b));
-    Some(s[(s.len() - 1) / 2])
-}
-
-/// kiln's time over the peer's: below 1 kiln is faster.
-pub fn ratio(kiln_ms: Option<f64>, peer_ms: Option<f64>) -> Option<f64> {
-    match (kiln_ms, peer_ms) {
-        (Some(k), Some(p)) if p > 0.0 && k.is_finite() && p.is_finite() => Some(k / p),
-        _ => None,
-    }
-}
+pub use crate::bench_support::{median, ratio};
 
 /// What one prover did on one kind.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]

@@ -16,8 +16,6 @@
 //! provers is verified. Without a GPU the peer is skipped (SupraSeal needs
 //! CUDA) and kiln runs on its CPU backend: a dry run of everything else.
 
-use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -28,9 +26,12 @@ use kiln_groth16::{setup, GpuBackend, ParamsFile, ProverBackend};
 use kiln_pipeline::synthetic::SyntheticJob;
 use kiln_pipeline::EngineConfig;
 use kiln_synth::workload::{SyntheticCircuit, WorkloadKind};
+use bench_support::Outputs;
 use serde_json::json;
 
 mod busy;
+#[path = "../../bench_support.rs"]
+mod bench_support;
 mod kiln_side;
 mod peer;
 mod report;
@@ -158,41 +159,6 @@ fn params_for(shape: Shape, dir: &Path) -> Result<(PathBuf, ParamsFile)> {
     Ok((path, params))
 }
 
-/// The outputs under `--out`, rewritten after every shape so an
-/// interrupted run keeps what it measured.
-struct Outputs {
-    dir: Option<PathBuf>,
-    proofs: Option<File>,
-}
-
-impl Outputs {
-    fn new(dir: Option<PathBuf>) -> Result<Self> {
-        let proofs = match &dir {
-            Some(d) => {
-                std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
-                Some(File::create(d.join("proofs.jsonl"))?)
-            }
-            None => None,
-        };
-        Ok(Outputs { dir, proofs })
-    }
-
-    fn line(&mut self, v: serde_json::Value) {
-        if let Some(f) = &mut self.proofs {
-            let _ = writeln!(f, "{v}");
-        }
-    }
-
-    fn write(&self, header: &str, reports: &[ShapeReport], meta: &serde_json::Value) -> Result<()> {
-        if let Some(d) = &self.dir {
-            std::fs::write(d.join("table.md"), format!("{header}\n{}", render_table(reports)))?;
-            let all = json!({"run": meta, "shapes": reports});
-            std::fs::write(d.join("results.json"), serde_json::to_string_pretty(&all)?)?;
-        }
-        Ok(())
-    }
-}
-
 fn main() -> Result<()> {
     let args = Args::parse();
     let shapes = Shape::all(&args.kinds, &args.sizes, args.inputs);
@@ -270,7 +236,7 @@ fn main() -> Result<()> {
             (None, None) => unreachable!("peer_skip is set when there is no binary"),
         };
         reports.push(ShapeReport { shape, label: shape.label(), kiln, peer });
-        out.write(&header, &reports, &meta)?;
+        out.write(&format!("{header}\n{}", render_table(&reports)), &json!({"run": meta, "shapes": reports}))?;
         println!("{}", render_table(&reports[reports.len() - 1..]));
     }
     println!("\n{header}\n\n{}", render_table(&reports));

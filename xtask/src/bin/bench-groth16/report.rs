@@ -40,15 +40,7 @@ impl Shape {
     }
 }
 
-/// The median of `v` (the lower middle for an even count); `None` when empty.
-pub fn median(v: &[f64]) -> Option<f64> {
-    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
-    if s.is_empty() {
-        return None;
-    }
-    s.sort_by(|a, b| a.total_cmp(b));
-    Some(s[(s.len() - 1) / 2])
-}
+pub use crate::bench_support::{median, ratio};
 
 /// Steady-state milliseconds per proof of a stream, from the instants its
 /// proofs completed: the time between the completion of proof `skip` and
@@ -74,14 +66,6 @@ pub fn mean_busy(samples: &[(Instant, u32)], from: Instant, to: Instant) -> Opti
         None
     } else {
         Some(inside.iter().sum::<f64>() / inside.len() as f64)
-    }
-}
-
-/// kiln's time over the peer's: below 1 kiln is faster (issue 5's target is <= 0.5).
-pub fn ratio(kiln_ms: Option<f64>, peer_ms: Option<f64>) -> Option<f64> {
-    match (kiln_ms, peer_ms) {
-        (Some(k), Some(p)) if p > 0.0 && k.is_finite() && p.is_finite() => Some(k / p),
-        _ => None,
     }
 }
 
