@@ -4,3 +4,4 @@
 #include "curve.cuh"
 #include "ntt.cuh"
 #include "msm.cuh"
+#include "points.cuh"

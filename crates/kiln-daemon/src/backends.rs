@@ -15,9 +15,18 @@ pub struct Backends {
     pub why: String,
 }
 
+/// How parameters are placed on each GPU.
+#[derive(Clone, Copy, Debug)]
+pub struct GpuPlacement {
+    /// Cap on the VRAM resident parameters take (`None`: what is free).
+    pub srs_vram_bytes: Option<u64>,
+    /// Chunk size of streamed parameter sections.
+    pub stream_chunk_bytes: usize,
+}
+
 /// Opens the backends `choice` asks for, on the GPUs `devices` lists (every
 /// visible GPU when `None`).
-pub fn choose(choice: &str, workers_per_gpu: usize, devices: Option<&[usize]>) -> Result<Backends> {
+pub fn choose(choice: &str, workers_per_gpu: usize, devices: Option<&[usize]>, placement: GpuPlacement) -> Result<Backends> {
     let cpu = |why: String| Backends { workers: vec![Arc::new(CpuBackend) as Arc<dyn ProverBackend>], gpus: Vec::new(), why };
     match choice {
         "cpu" => Ok(cpu("cpu (asked for)".into())),
@@ -41,6 +50,10 @@ pub fn choose(choice: &str, workers_per_gpu: usize, devices: Option<&[usize]>) -
                 if !gpus.iter().any(|g| Arc::ptr_eq(g, w.context())) {
                     gpus.push(w.context().clone());
                 }
+            }
+            for g in &gpus {
+                g.set_srs_vram_limit(placement.srs_vram_bytes);
+                g.set_stream_chunk_bytes(placement.stream_chunk_bytes);
             }
             let ordinals: Vec<usize> = gpus.iter().map(|g| g.device().info().ordinal).collect();
             let why = format!("gpu (GPUs {ordinals:?}, {} workers each)", workers_per_gpu.max(1));

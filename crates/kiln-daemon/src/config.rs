@@ -72,6 +72,13 @@ pub struct DaemonConfig {
     pub gpu_workers_per_device: usize,
     /// GPU ordinals to use; `None` = every visible GPU.
     pub gpu_devices: Option<Vec<usize>>,
+    /// Most VRAM the resident parameters may take on each GPU (`None`:
+    /// whatever is free); parameter sections beyond it are streamed from the
+    /// host for every proof.
+    pub gpu_srs_vram_bytes: Option<u64>,
+    /// Chunk size of streamed parameter sections (each GPU worker that
+    /// streams pins two chunks of host memory).
+    pub gpu_stream_chunk_bytes: u64,
     /// Upper bound on `synthetic_log_size` in requests.
     pub max_synthetic_log_size: u32,
     /// Largest gRPC message accepted or sent (PoRep C1 outputs are tens of MiB).
@@ -91,6 +98,8 @@ struct Raw {
     backend: String,
     gpu_workers_per_device: usize,
     gpu_devices: String,
+    gpu_srs_vram_bytes: Option<u64>,
+    gpu_stream_chunk_bytes: u64,
     max_synthetic_log_size: u32,
     max_message_bytes: u64,
     engine: EngineConfig,
@@ -106,6 +115,8 @@ impl Default for Raw {
             backend: "auto".into(),
             gpu_workers_per_device: 2,
             gpu_devices: "all".into(),
+            gpu_srs_vram_bytes: None,
+            gpu_stream_chunk_bytes: kiln_groth16::gpu::DEFAULT_STREAM_CHUNK_BYTES as u64,
             max_synthetic_log_size: 20,
             max_message_bytes: 512 << 20,
             engine: EngineConfig::default(),
@@ -147,6 +158,8 @@ const TOP_LEVEL: &[(&str, bool)] = &[
     ("backend", true),
     ("gpu_workers_per_device", false),
     ("gpu_devices", true),
+    ("gpu_srs_vram_bytes", false),
+    ("gpu_stream_chunk_bytes", false),
     ("max_synthetic_log_size", false),
     ("max_message_bytes", false),
 ];
@@ -205,6 +218,9 @@ pub fn resolve(src: &Sources) -> Result<DaemonConfig> {
         bail!("gpu_workers_per_device must be between 1 and 16, not {}", raw.gpu_workers_per_device);
     }
     let gpu_devices = parse_gpu_devices(&raw.gpu_devices)?;
+    if !((1 << 20)..=(16 << 30)).contains(&raw.gpu_stream_chunk_bytes) {
+        bail!("gpu_stream_chunk_bytes must be between 1MiB and 16GiB, not {}", raw.gpu_stream_chunk_bytes);
+    }
     if !(1..=28).contains(&raw.max_synthetic_log_size) {
         bail!("max_synthetic_log_size must be between 1 and 28, not {}", raw.max_synthetic_log_size);
     }
@@ -219,6 +235,8 @@ pub fn resolve(src: &Sources) -> Result<DaemonConfig> {
         backend: raw.backend,
         gpu_workers_per_device: raw.gpu_workers_per_device,
         gpu_devices,
+        gpu_srs_vram_bytes: raw.gpu_srs_vram_bytes,
+        gpu_stream_chunk_bytes: raw.gpu_stream_chunk_bytes,
         max_synthetic_log_size: raw.max_synthetic_log_size,
         max_message_bytes: usize::try_from(raw.max_message_bytes).unwrap_or(usize::MAX),
         engine: raw.engine,
@@ -239,6 +257,8 @@ impl DaemonConfig {
                 None => "all".into(),
                 Some(list) => list.iter().map(usize::to_string).collect::<Vec<_>>().join(","),
             },
+            gpu_srs_vram_bytes: self.gpu_srs_vram_bytes,
+            gpu_stream_chunk_bytes: self.gpu_stream_chunk_bytes,
             max_synthetic_log_size: self.max_synthetic_log_size,
             max_message_bytes: self.max_message_bytes as u64,
             engine: self.engine.clone(),

@@ -171,8 +171,10 @@ pub fn status_to_wire(engine: &Engine, gpus: &[Arc<GpuContext>]) -> GetStatusRes
                 ..Default::default()
             };
             // Points resident in a device's memory are ready whatever the
-            // host mapping's tier.
+            // host mapping's tier; points a device streams from the host
+            // mapping for each proof are warm.
             out.set_tier(match s.tier {
+                _ if !s.device_streamed.is_empty() => srs_status::Tier::Warm,
                 _ if !s.device_resident.is_empty() => srs_status::Tier::Hot,
                 kiln_pipeline::SrsTier::Hot => srs_status::Tier::Hot,
                 kiln_pipeline::SrsTier::Warm => srs_status::Tier::Warm,

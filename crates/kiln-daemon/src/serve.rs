@@ -57,8 +57,12 @@ pub async fn start(config: DaemonConfig) -> Result<Running> {
     let backend = config.backend.clone();
     let per_gpu = config.gpu_workers_per_device;
     let devices = config.gpu_devices.clone();
+    let placement = crate::backends::GpuPlacement {
+        srs_vram_bytes: config.gpu_srs_vram_bytes,
+        stream_chunk_bytes: usize::try_from(config.gpu_stream_chunk_bytes).unwrap_or(usize::MAX),
+    };
     // Opening GPUs loads kernels and creates streams: off the async workers.
-    let chosen = tokio::task::spawn_blocking(move || crate::backends::choose(&backend, per_gpu, devices.as_deref()))
+    let chosen = tokio::task::spawn_blocking(move || crate::backends::choose(&backend, per_gpu, devices.as_deref(), placement))
         .await
         .context("choosing backends panicked")??;
     tracing::info!(backend = %chosen.why, "prover backend");

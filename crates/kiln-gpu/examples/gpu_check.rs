@@ -154,6 +154,13 @@ fn make_bitmap(n: usize, b: Bits) -> Option<Vec<u64>> {
 
 #[allow(clippy::too_many_arguments)]
 fn check_msm(dev: &GpuDevice, s: &GpuStream, t: &mut Table, g2: bool, n: usize, mix: Mix, bits: Bits, same_point: bool, infinity: bool) -> Result<(), GpuError> {
+    check_msm_from(dev, s, t, g2, n, mix, bits, same_point, infinity, None)
+}
+
+/// `streamed`: the points stay on the host in the .params encoding and are
+/// streamed in chunks of that many bytes (no infinity: parameter files hold none).
+#[allow(clippy::too_many_arguments)]
+fn check_msm_from(dev: &GpuDevice, s: &GpuStream, t: &mut Table, g2: bool, n: usize, mix: Mix, bits: Bits, same_point: bool, infinity: bool, streamed: Option<usize>) -> Result<(), GpuError> {
     let mut r = rng();
     let mut chain = ChainPoints::new(&mut r);
     if same_point {
@@ -169,15 +176,24 @@ fn check_msm(dev: &GpuDevice, s: &GpuStream, t: &mut Table, g2: bool, n: usize, 
         match mix { Mix::Random => "random".into(), Mix::Edge => "edge(0,1,r-1,2)".into(), Mix::Filecoin => "filecoin(0/1)".into(), Mix::Const(k) => format!("all={k}"), Mix::MinusOne => "all=r-1".into() },
         match bits { Bits::None => String::new(), Bits::Random(p) => format!(" bitmap{p}%"), Bits::All => " bitmap-all".into(), Bits::Empty => " bitmap-empty".into() },
         if same_point { " same-point" } else { "" }, if infinity { " +inf" } else { "" });
+    let label = match streamed { Some(c) => format!("{label} streamed/{}KiB", c >> 10), None => label };
+    let mut streamer = streamed.map(|c| dev.point_streamer(c)).transpose()?;
     let sc = dev.upload_scalars(s, &scalars)?;
     let dlog = chain.dlog(&terms);
     let (ok, time) = if g2 {
         let mut pts = chain.g2(npoints);
         for &i in &inf { pts[i] = G2Affine::identity(); }
-        let dp = dev.upload_g2(s, &pts)?;
-        s.synchronize()?;
-        let t0 = Instant::now();
-        let got = dev.msm_g2(s, &dp, &sc, n, bitmap.as_deref())?;
+        let t0;
+        let got = if let Some(st) = &mut streamer {
+            let raw: Vec<u8> = pts.iter().flat_map(|p| p.to_uncompressed()).collect();
+            t0 = Instant::now();
+            dev.msm_g2_streamed(s, st, &raw, &sc, n, bitmap.as_deref())?.0
+        } else {
+            let dp = dev.upload_g2(s, &pts)?;
+            s.synchronize()?;
+            t0 = Instant::now();
+            dev.msm_g2(s, &dp, &sc, n, bitmap.as_deref())?
+        };
         let time = ms(t0);
         let want = G2Projective::generator() * dlog;
         let ok = got == want && (n > 64 || got == naive_g2(&pts, &terms));
@@ -185,10 +201,17 @@ fn check_msm(dev: &GpuDevice, s: &GpuStream, t: &mut Table, g2: bool, n: usize, 
     } else {
         let mut pts = chain.g1(npoints);
         for &i in &inf { pts[i] = G1Affine::identity(); }
-        let dp = dev.upload_g1(s, &pts)?;
-        s.synchronize()?;
-        let t0 = Instant::now();
-        let got = dev.msm_g1(s, &dp, &sc, n, bitmap.as_deref())?;
+        let t0;
+        let got = if let Some(st) = &mut streamer {
+            let raw: Vec<u8> = pts.iter().flat_map(|p| p.to_uncompressed()).collect();
+            t0 = Instant::now();
+            dev.msm_g1_streamed(s, st, &raw, &sc, n, bitmap.as_deref())?.0
+        } else {
+            let dp = dev.upload_g1(s, &pts)?;
+            s.synchronize()?;
+            t0 = Instant::now();
+            dev.msm_g1(s, &dp, &sc, n, bitmap.as_deref())?
+        };
         let time = ms(t0);
         let want = G1Projective::generator() * dlog;
         let ok = got == want && (n > 64 || got == naive_g1(&pts, &terms));
@@ -252,7 +275,25 @@ fn main() {
         }
         for (n, mix, bits, same, inf) in cases {
             let r = check_msm(&dev, &s, &mut t, g2, n, mix, bits, same, inf);
-        run(&mut t, &format!("msm n={n}"), r);
+            run(&mut t, &format!("msm n={n}"), r);
+        }
+        // Points streamed from the host (parameters larger than VRAM):
+        // small chunks so most cases take many chunks.
+        let mut streamed: Vec<(usize, Mix, Bits, usize)> = vec![
+            (1, Mix::Random, Bits::None, 64 << 10),
+            (1000, Mix::Edge, Bits::None, 64 << 10),
+            (4097, Mix::Edge, Bits::Random(30), 64 << 10),
+            (1 << 16, Mix::Random, Bits::Empty, 64 << 10),
+            ((1 << 16) + 3, Mix::Random, Bits::Random(25), 256 << 10),
+            (100_003, Mix::Filecoin, Bits::Random(75), 1 << 20),
+            ((1 << 20) + 7, Mix::Random, Bits::None, 16 << 20),
+        ];
+        if !quick {
+            streamed.push((1 << 22, Mix::Filecoin, Bits::Random(90), 64 << 20));
+        }
+        for (n, mix, bits, chunk) in streamed {
+            let r = check_msm_from(&dev, &s, &mut t, g2, n, mix, bits, false, false, Some(chunk));
+            run(&mut t, &format!("msm streamed n={n}"), r);
         }
     }
     let fails = t.0.iter().filter(|r| !r.1).count();

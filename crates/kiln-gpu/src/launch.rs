@@ -64,6 +64,7 @@ kernels!(
     msm_count, msm_scan, msm_scatter,
     msm_bucket_acc_g1, msm_bucket_fix_g1, msm_bucket_reduce_g1, msm_sum_g1, msm_ones_g1,
     msm_bucket_acc_g2, msm_bucket_fix_g2, msm_bucket_reduce_g2, msm_sum_g2, msm_ones_g2,
+    points_from_raw_g1, points_from_raw_g2,
 );
 
 /// One kernel argument. Device buffers are passed as raw addresses (u64),

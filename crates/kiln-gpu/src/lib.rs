@@ -32,12 +32,14 @@ mod launch;
 mod msm;
 mod ntt;
 pub mod nvml;
+mod stream;
 
 pub use buffers::{DeviceG1, DeviceG2, DeviceScalars};
 pub use device::{DeviceInfo, DeviceSpan, GpuDevice, GpuStream};
 pub use error::GpuError;
 pub use msm::MsmTiming;
 pub use ntt::NttDirection;
+pub use stream::PointStreamer;
 
 /// Whether this build embeds the CUDA kernels (`cargo xtask kernels` was run
 /// before building). Without them every device operation fails with

@@ -13,13 +13,13 @@ use crate::host::{bitmap_prefix, msm_window_bits, msm_windows};
 use crate::launch::{blocks, launch, raw, Arg, Selection};
 
 /// Which curve: its kernels and the size of one XYZZ point in u64 words.
-struct Curve<'a> {
+pub(crate) struct Curve<'a> {
     acc: &'a cudarc::driver::CudaFunction,
     fix: &'a cudarc::driver::CudaFunction,
     reduce: &'a cudarc::driver::CudaFunction,
     sum: &'a cudarc::driver::CudaFunction,
     ones: &'a cudarc::driver::CudaFunction,
-    xyzz_words: usize,
+    pub(crate) xyzz_words: usize,
 }
 
 /// Sorted entries per accumulation thread.
@@ -45,11 +45,7 @@ impl GpuDevice {
     /// [`GpuDevice::msm_g1`], also saying where its time went.
     pub fn msm_g1_timed(&self, s: &GpuStream, points: &DeviceG1, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<(G1Projective, MsmTiming), GpuError> {
         let t0 = Instant::now();
-        let k = &self.k;
-        let curve = Curve { acc: &k.msm_bucket_acc_g1, fix: &k.msm_bucket_fix_g1, reduce: &k.msm_bucket_reduce_g1, sum: &k.msm_sum_g1, ones: &k.msm_ones_g1, xyzz_words: 24 };
-        let (windows, c, ones, device) = self.msm(s, &curve, points.ptr(s), points.len(), scalars, n, bitmap)?;
-        let to_proj = |p: &[u64]| g1_from_xyzz(p);
-        let sum = combine(&windows, c, &ones, 24, to_proj);
+        let (sum, device) = self.msm(s, &self.g1_curve(), points.ptr(s), points.len(), scalars, 0, n, bitmap, g1_from_xyzz)?;
         Ok((sum, MsmTiming::new(device, t0.elapsed())))
     }
 
@@ -61,20 +57,46 @@ impl GpuDevice {
     /// [`GpuDevice::msm_g2`], also saying where its time went.
     pub fn msm_g2_timed(&self, s: &GpuStream, points: &DeviceG2, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<(G2Projective, MsmTiming), GpuError> {
         let t0 = Instant::now();
-        let k = &self.k;
-        let curve = Curve { acc: &k.msm_bucket_acc_g2, fix: &k.msm_bucket_fix_g2, reduce: &k.msm_bucket_reduce_g2, sum: &k.msm_sum_g2, ones: &k.msm_ones_g2, xyzz_words: 48 };
-        let (windows, c, ones, device) = self.msm(s, &curve, points.ptr(s), points.len(), scalars, n, bitmap)?;
-        let to_proj = |p: &[u64]| g2_from_xyzz(p);
-        let sum = combine(&windows, c, &ones, 48, to_proj);
+        let (sum, device) = self.msm(s, &self.g2_curve(), points.ptr(s), points.len(), scalars, 0, n, bitmap, g2_from_xyzz)?;
         Ok((sum, MsmTiming::new(device, t0.elapsed())))
+    }
+
+    pub(crate) fn g1_curve(&self) -> Curve<'_> {
+        let k = &self.k;
+        Curve { acc: &k.msm_bucket_acc_g1, fix: &k.msm_bucket_fix_g1, reduce: &k.msm_bucket_reduce_g1, sum: &k.msm_sum_g1, ones: &k.msm_ones_g1, xyzz_words: 24 }
+    }
+
+    pub(crate) fn g2_curve(&self) -> Curve<'_> {
+        let k = &self.k;
+        Curve { acc: &k.msm_bucket_acc_g2, fix: &k.msm_bucket_fix_g2, reduce: &k.msm_bucket_reduce_g2, sum: &k.msm_sum_g2, ones: &k.msm_ones_g2, xyzz_words: 48 }
+    }
+
+    /// sum over scalars `first..first + n` (the bitmap, if any, starts at
+    /// scalar `first`; `first` a multiple of 64 then) with points counted
+    /// from `points`: the MSM and its device time from CUDA events.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn msm<P: Group>(
+        &self,
+        s: &GpuStream,
+        cv: &Curve,
+        points: u64,
+        npoints: usize,
+        scalars: &DeviceScalars,
+        first: usize,
+        n: usize,
+        bitmap: Option<&[u64]>,
+        to_proj: fn(&[u64]) -> P,
+    ) -> Result<(P, Duration), GpuError> {
+        let (windows, c, ones, device) = self.msm_windows(s, cv, points, npoints, scalars, first, n, bitmap)?;
+        Ok((combine(&windows, c, &ones, cv.xyzz_words, to_proj), device))
     }
 
     /// Runs the kernels; returns (window sums as XYZZ words, c, sum of the
     /// points whose scalar is one, device time from CUDA events).
     #[allow(clippy::too_many_arguments)]
-    fn msm(&self, s: &GpuStream, cv: &Curve, points: u64, npoints: usize, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<(Vec<u64>, u32, Vec<u64>, Duration), GpuError> {
-        if n > scalars.len() || n >= 1 << 31 {
-            return Err(GpuError::InvalidArgument(format!("{n} scalars from a buffer of {}", scalars.len())));
+    fn msm_windows(&self, s: &GpuStream, cv: &Curve, points: u64, npoints: usize, scalars: &DeviceScalars, first: usize, n: usize, bitmap: Option<&[u64]>) -> Result<(Vec<u64>, u32, Vec<u64>, Duration), GpuError> {
+        if first.checked_add(n).is_none_or(|end| end > scalars.len()) || n >= 1 << 31 {
+            return Err(GpuError::InvalidArgument(format!("scalars {first}..+{n} from a buffer of {}", scalars.len())));
         }
         let (sel_bufs, needed) = match bitmap {
             Some(bm) => {
@@ -104,7 +126,7 @@ impl GpuDevice {
         let w = msm_windows(c) as usize;
         let nb = 1usize << (c - 1);
         let xw = cv.xyzz_words;
-        let sp = scalars.ptr(s);
+        let sp = scalars.ptr(s) + first as u64 * 32;
 
         let counts = s.alloc_zeros::<u32>(w * nb)?;
         let offsets = unsafe { s.alloc::<u32>(w * nb) }?;
@@ -193,7 +215,7 @@ pub struct MsmTiming {
 }
 
 impl MsmTiming {
-    fn new(device: Duration, total: Duration) -> Self {
+    pub(crate) fn new(device: Duration, total: Duration) -> Self {
         MsmTiming { device, host: total.saturating_sub(device) }
     }
 }
@@ -225,7 +247,7 @@ fn fp2(w: &[u64]) -> blst_fp2 {
 /// XYZZ (x = X/ZZ, y = Y/ZZZ, ZZ^3 = ZZZ^2) -> Jacobian (X ZZ^2, Y ZZZ^2, ZZZ);
 /// ZZ = 0 is infinity, which blst writes as Z = 0. blstrs hides its Fp type,
 /// so the arithmetic is blst's own.
-fn g1_from_xyzz(p: &[u64]) -> G1Projective {
+pub(crate) fn g1_from_xyzz(p: &[u64]) -> G1Projective {
     let (x, y, zz, zzz) = (fp(&p[0..6]), fp(&p[6..12]), fp(&p[12..18]), fp(&p[18..24]));
     let mut out = blst_p1::default();
     if zz.l.iter().all(|&v| v == 0) {
@@ -244,7 +266,7 @@ fn g1_from_xyzz(p: &[u64]) -> G1Projective {
     unsafe { std::mem::transmute::<blst_p1, G1Projective>(out) }
 }
 
-fn g2_from_xyzz(p: &[u64]) -> G2Projective {
+pub(crate) fn g2_from_xyzz(p: &[u64]) -> G2Projective {
     let (x, y, zz, zzz) = (fp2(&p[0..12]), fp2(&p[12..24]), fp2(&p[24..36]), fp2(&p[36..48]));
     if zz.fp.iter().all(|f| f.l.iter().all(|&v| v == 0)) {
         return G2Projective::identity();

@@ -4,6 +4,10 @@
 //! time the steady state. Skips (exit 0) without a GPU or kernels.
 //!
 //! `gpu_prove_check [log sizes, default 10,12,14,16,18,20,22] [proofs per size, default 3]`
+//!
+//! `KILN_SRS_VRAM_BYTES=N` caps the VRAM parameters may take (0: every
+//! section is streamed from the host) and `KILN_STREAM_CHUNK_BYTES=N` sets
+//! the streaming chunk, to check and time the streamed path.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -31,6 +35,11 @@ fn main() {
             return;
         }
     };
+    let env_bytes = |k: &str| std::env::var(k).ok().map(|v| v.parse::<u64>().unwrap_or_else(|_| panic!("{k} must be a byte count")));
+    ctx.set_srs_vram_limit(env_bytes("KILN_SRS_VRAM_BYTES"));
+    if let Some(c) = env_bytes("KILN_STREAM_CHUNK_BYTES") {
+        ctx.set_stream_chunk_bytes(c as usize);
+    }
     let info = ctx.device().info().clone();
     println!("device: {} ({} SMs), {} rayon threads", info.name, info.sm_count, rayon::current_num_threads());
     let gpu = GpuBackend::new(&ctx, 0).expect("GPU worker");
@@ -89,7 +98,10 @@ fn main() {
             }
             times.sort_by(|a, b| a.partial_cmp(b).unwrap());
             let med = times.get(times.len() / 2).copied().unwrap_or(f64::NAN);
-            println!("| {} 2^{log} | {gen_s:.1} | {equal} | {verified}/{} | {med:.1} | {last} |", kind.name(), proofs + 1);
+            let streamed = ctx.resident().iter().find(|r| r.params_id == params.id()).map_or(0, |r| r.streamed_bytes);
+            let name = if streamed > 0 { format!("{} 2^{log} ({} MiB streamed)", kind.name(), streamed >> 20) } else { format!("{} 2^{log}", kind.name()) };
+            println!("| {name} | {gen_s:.1} | {equal} | {verified}/{} | {med:.1} | {last} |", proofs + 1);
+            ctx.evict(params.id());
         }
     }
     if failures > 0 {

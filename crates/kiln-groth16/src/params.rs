@@ -46,7 +46,7 @@ impl Section {
             Section::BG2 => "b_g2",
         }
     }
-    fn point_bytes(self) -> usize {
+    pub(crate) fn point_bytes(self) -> usize {
         if self == Section::BG2 { G2_BYTES } else { G1_BYTES }
     }
     fn index(self) -> usize {

@@ -102,7 +102,10 @@ pub struct DeviceResidency {
     pub device: String,
     /// [`ParamsFile::id`] of the parameters.
     pub params_id: u64,
+    /// VRAM its resident points take.
     pub bytes: u64,
+    /// Points that did not fit and are streamed from the host per proof.
+    pub streamed_bytes: u64,
 }
 
 /// The Groth16 randomizers of one proof.

@@ -87,3 +87,50 @@ fn two_device_contexts_never_mix_proofs() {
     });
     assert_eq!((c0.resident().len(), c1.resident().len()), (4, 4), "each context holds its own copy of the four parameter sets");
 }
+
+/// Parameters that do not fit in the VRAM allowed for them: with no VRAM
+/// for parameters every section is streamed from the host mapping (small
+/// chunks, so each MSM takes several); with a cap between the section sizes
+/// some stay resident and the rest stream. Every proof must equal the CPU
+/// proof for the same r, s, and the context must report the streamed bytes.
+/// Skips without a GPU; the chunk planning is unit-tested in kiln-gpu.
+#[test]
+fn streamed_parameters_give_the_same_proofs() {
+    if kiln_gpu::GpuDevice::count() == 0 {
+        eprintln!("no GPU: skipped (kiln-gpu's stream tests cover the chunk planning)");
+        return;
+    }
+    let Ok(ctx) = GpuContext::open(0) else {
+        eprintln!("GPU present but not usable: skipped");
+        return;
+    };
+    ctx.set_stream_chunk_bytes(1 << 16);
+    let gpu = GpuBackend::new(&ctx, 0).unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(13);
+    for (kind, constraints, inputs, cap) in [
+        (WorkloadKind::Dense, 3000, 2, Some(0)),
+        (WorkloadKind::FilecoinLike, 5000, 5, Some(0)),
+        // About what H and L take: the B sections must stream.
+        (WorkloadKind::FilecoinLike, 20_000, 3, Some(2 * 96 * 32_768 + 4 * (1 << 16))),
+        (WorkloadKind::Dense, 20_000, 3, None),
+    ] {
+        ctx.set_srs_vram_limit(cap);
+        let c = SyntheticCircuit { kind, constraints, inputs, structure_seed: 5, witness_seed: Some(6) };
+        let params = Arc::new(ParamsFile::from_parameters(&setup::generate(c, &mut rng).unwrap()));
+        let rs = Randomness::random(&mut rng);
+        let run = |b: &dyn ProverBackend| {
+            let asg = synthesize(c, AssignmentBuffers::heap()).unwrap();
+            finish(prove_start(b, &params, asg, rs).unwrap()).unwrap().proof
+        };
+        assert_eq!(run(&gpu), run(&CpuBackend), "{kind:?} {constraints}, cap {cap:?}");
+        let placed = ctx.resident().into_iter().find(|r| r.params_id == params.id()).unwrap();
+        match cap {
+            Some(0) => assert_eq!(placed.device_bytes, 0, "nothing resident with no VRAM for parameters"),
+            Some(_) => assert!(placed.device_bytes > 0 && placed.streamed_bytes > 0, "{placed:?}"),
+            None => assert_eq!(placed.streamed_bytes, 0, "everything fits"),
+        }
+        if cap.is_some() {
+            assert!(placed.streamed_bytes > 0);
+        }
+    }
+}

@@ -572,11 +572,17 @@ fn prune(reg: &mut Registry, retention: Duration) {
 fn with_device_residency(mut srs: Vec<SrsStatus>, backends: &[Arc<dyn ProverBackend>]) -> Vec<SrsStatus> {
     let resident: Vec<_> = backends.iter().flat_map(|b| b.device_resident()).collect();
     for s in &mut srs {
-        let mut devices: Vec<String> =
-            resident.iter().filter(|r| Some(r.params_id) == s.params_id).map(|r| r.device.clone()).collect();
-        devices.sort();
-        devices.dedup();
-        s.device_resident = devices;
+        let devices = |streamed_only: bool| {
+            let mut d: Vec<String> = resident
+                .iter()
+                .filter(|r| Some(r.params_id) == s.params_id && (!streamed_only || r.streamed_bytes > 0))
+                .map(|r| r.device.clone())
+                .collect();
+            d.sort();
+            d.dedup();
+            d
+        };
+        (s.device_resident, s.device_streamed) = (devices(false), devices(true));
     }
     srs
 }

@@ -64,6 +64,9 @@ pub struct SrsStatus {
     /// Devices holding its points in their memory ("gpu0", ...): there it
     /// is resident whatever its host tier; the engine fills this in.
     pub device_resident: Vec<String>,
+    /// Devices where part of its points did not fit and are streamed from
+    /// the host mapping for every proof (a subset of `device_resident`).
+    pub device_streamed: Vec<String>,
 }
 
 /// What [`Engine::preload_srs`](crate::Engine::preload_srs) did.
@@ -363,6 +366,7 @@ impl SrsManager {
                 path: e.spec.path.clone(),
                 params_id: e.params_id,
                 device_resident: Vec::new(),
+                device_streamed: Vec::new(),
             })
             .collect();
         out.sort_by(|a, b| a.id.cmp(&b.id));

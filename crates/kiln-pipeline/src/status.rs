@@ -136,6 +136,8 @@ pub(crate) fn prometheus_text(status: &EngineStatus) -> String {
         status.srs.iter().map(|s| (format!("{{id=\"{}\",tier=\"{}\"}}", escape(&s.id), s.tier.name()), s.size_bytes as f64)).collect());
     family("kiln_srs_device_resident", "gauge", "1 for each device holding a parameter set in its memory.",
         status.srs.iter().flat_map(|s| s.device_resident.iter().map(move |d| (format!("{{id=\"{}\",device=\"{}\"}}", escape(&s.id), escape(d)), 1.0))).collect());
+    family("kiln_srs_device_streamed", "gauge", "1 for each device streaming part of a parameter set from the host per proof (it did not fit in VRAM).",
+        status.srs.iter().flat_map(|s| s.device_streamed.iter().map(move |d| (format!("{{id=\"{}\",device=\"{}\"}}", escape(&s.id), escape(d)), 1.0))).collect());
     family("kiln_srs_ref_count", "gauge", "Partitions using each parameter set.",
         status.srs.iter().map(|s| (format!("{{id=\"{}\"}}", escape(&s.id)), s.ref_count as f64)).collect());
     let c = &status.circuits;

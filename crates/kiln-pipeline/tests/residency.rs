@@ -37,7 +37,7 @@ impl ProverBackend for PretendDevice {
         CpuBackend.host_scratch_ratio()
     }
     fn device_resident(&self) -> Vec<DeviceResidency> {
-        self.resident.lock().iter().map(|&params_id| DeviceResidency { device: "gpu7".into(), params_id, bytes: 1 }).collect()
+        self.resident.lock().iter().map(|&params_id| DeviceResidency { device: "gpu7".into(), params_id, bytes: 1, streamed_bytes: 0 }).collect()
     }
     fn evict_device(&self, params_id: u64) -> u64 {
         self.evicted.lock().push(params_id);

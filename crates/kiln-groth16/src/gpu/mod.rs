@@ -10,165 +10,32 @@
 //! [`GpuContext`] (device + resident parameters) so one worker's copies
 //! overlap another's kernels; no device buffer is shared between proofs.
 //!
+//! Parameter sections that do not fit in VRAM are streamed from the host
+//! mapping for each proof (srs.rs decides, kiln-gpu's stream.rs streams).
+//!
 //! Phase timings (`h2d`, `h_pipeline`, `msm_*`) are device times from CUDA
 //! events on the phase's stream; `msm_host` is the host's share of the MSMs
 //! and `gpu_queue_wait` the time a proof waited for its worker.
 
-use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use blstrs::{G1Projective, G2Projective, Scalar};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use group::Group;
-use kiln_gpu::{DeviceG1, DeviceG2, DeviceScalars, DeviceSpan, GpuDevice, GpuError, GpuStream};
+use kiln_gpu::{DeviceG1, DeviceG2, DeviceScalars, DeviceSpan, GpuDevice, GpuError, GpuStream, MsmTiming, PointStreamer};
 use kiln_synth::{Assignment, Density};
-use parking_lot::Mutex;
 
 use crate::error::ProveError;
 use crate::msm::{msm_g1, msm_g2};
-use crate::params::{ParamsFile, Section};
+use crate::params::ParamsFile;
 use crate::prover::{DeviceResidency, MsmResults, PendingMsms, PhaseTimings, ProverBackend};
 
-fn gpu_err(e: GpuError) -> ProveError {
-    ProveError::Backend { backend: "gpu", message: e.to_string() }
-}
+mod srs;
 
-/// One GPU and the parameters resident on it, shared by its workers.
-pub struct GpuContext {
-    device: GpuDevice,
-    resident: Mutex<HashMap<u64, Arc<ResidentSrs>>>,
-}
-
-/// A parameter set uploaded to one device. Input-query points stay on the host.
-struct ResidentSrs {
-    h: DeviceG1,
-    l: DeviceG1,
-    a_aux: Option<DeviceG1>,
-    b_g1_aux: Option<DeviceG1>,
-    b_g2_aux: Option<DeviceG2>,
-    a_inputs: Vec<G1Affine>,
-    b_g1_inputs: Vec<G1Affine>,
-    b_g2_inputs: Vec<G2Affine>,
-    device_bytes: u64,
-}
-
-/// What one resident parameter set occupies (for status and eviction).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ResidentInfo {
-    pub params_id: u64,
-    pub device_bytes: u64,
-}
-
-impl GpuContext {
-    /// Open device `ordinal`.
-    pub fn open(ordinal: usize) -> Result<Arc<Self>, GpuError> {
-        Ok(Arc::new(GpuContext { device: GpuDevice::open(ordinal)?, resident: Mutex::new(HashMap::new()) }))
-    }
-
-    /// Every visible GPU (empty without a driver or kernels).
-    pub fn open_all() -> Vec<Arc<Self>> {
-        (0..GpuDevice::count()).filter_map(|i| Self::open(i).ok()).collect()
-    }
-
-    pub fn device(&self) -> &GpuDevice {
-        &self.device
-    }
-
-    /// Parameter sets resident on this device.
-    pub fn resident(&self) -> Vec<ResidentInfo> {
-        self.resident.lock().iter().map(|(&params_id, r)| ResidentInfo { params_id, device_bytes: r.device_bytes }).collect()
-    }
-
-    /// Drop a parameter set from VRAM (in-flight proofs keep their reference
-    /// until they finish). Returns the bytes that will be freed.
-    pub fn evict(&self, params_id: u64) -> Option<u64> {
-        self.resident.lock().remove(&params_id).map(|r| r.device_bytes)
-    }
-
-    /// The resident copy of `params`, uploading it on `stream` first if
-    /// needed. `b_inputs` is how many B-query points belong to inputs (the
-    /// parameters do not record it; it is the circuit's B input density).
-    fn resident_srs(&self, params: &ParamsFile, b_inputs: usize, stream: &GpuStream) -> Result<(Arc<ResidentSrs>, bool), ProveError> {
-        let key = params.id();
-        if let Some(r) = self.resident.lock().get(&key) {
-            if r.b_g1_inputs.len() == b_inputs {
-                return Ok((r.clone(), false));
-            }
-        }
-        let r = Arc::new(self.upload_srs(params, b_inputs, stream)?);
-        let mut map = self.resident.lock();
-        // Two workers may race to upload; keep one copy.
-        let kept = map.entry(key).and_modify(|old| {
-            if old.b_g1_inputs.len() != b_inputs {
-                *old = r.clone()
-            }
-        });
-        Ok((kept.or_insert(r).clone(), true))
-    }
-
-    fn upload_srs(&self, params: &ParamsFile, b_inputs: usize, stream: &GpuStream) -> Result<ResidentSrs, ProveError> {
-        let shape = params.shape();
-        let n_in = shape.num_inputs;
-        if b_inputs > shape.b_g1_len || n_in > shape.a_len {
-            return Err(ProveError::ShapeMismatch { what: "the B input query", circuit: b_inputs, params: shape.b_g1_len });
-        }
-        let need = (shape.h_len + shape.l_len + shape.a_len + shape.b_g1_len) as u64 * 96 + shape.b_g2_len as u64 * 192;
-        let (free, _) = self.device.memory().map_err(gpu_err)?;
-        // Keep a margin for the proofs' own buffers (a, b, c, aux, MSM scratch).
-        let working = 8 * 32 * (shape.h_len + 1 + shape.l_len) as u64;
-        if need + working > free as u64 {
-            return Err(ProveError::Backend {
-                backend: "gpu",
-                message: format!(
-                    "parameters need {} MiB of VRAM plus {} MiB of working space, {} MiB are free; \
-                     streaming parameters that do not fit is not supported yet",
-                    need >> 20,
-                    working >> 20,
-                    free >> 20
-                ),
-            });
-        }
-        let mut host = Vec::new();
-        let mut g1 = |section: Section, range: std::ops::Range<usize>| -> Result<Option<DeviceG1>, ProveError> {
-            if range.is_empty() {
-                return Ok(None);
-            }
-            params.g1_points(section, range, &mut host)?;
-            Ok(Some(self.device.upload_g1(stream, &host).map_err(gpu_err)?))
-        };
-        let h = g1(Section::H, 0..shape.h_len)?;
-        let l = g1(Section::L, 0..shape.l_len)?;
-        let a_aux = g1(Section::A, n_in..shape.a_len)?;
-        let b_g1_aux = g1(Section::BG1, b_inputs..shape.b_g1_len)?;
-        let b_g2_aux = if b_inputs < shape.b_g2_len {
-            let mut h2 = Vec::new();
-            params.g2_points(b_inputs..shape.b_g2_len, &mut h2)?;
-            Some(self.device.upload_g2(stream, &h2).map_err(gpu_err)?)
-        } else {
-            None
-        };
-        let mut a_inputs = Vec::new();
-        params.g1_points(Section::A, 0..n_in, &mut a_inputs)?;
-        let mut b_g1_inputs = Vec::new();
-        params.g1_points(Section::BG1, 0..b_inputs, &mut b_g1_inputs)?;
-        let mut b_g2_inputs = Vec::new();
-        params.g2_points(0..b_inputs, &mut b_g2_inputs)?;
-        stream.synchronize().map_err(|e| gpu_err(e.into()))?;
-        Ok(ResidentSrs {
-            h: h.ok_or(ProveError::ShapeMismatch { what: "the H query", circuit: 1, params: 0 })?,
-            l: l.ok_or(ProveError::ShapeMismatch { what: "the L query", circuit: 1, params: 0 })?,
-            a_aux,
-            b_g1_aux,
-            b_g2_aux,
-            a_inputs,
-            b_g1_inputs,
-            b_g2_inputs,
-            device_bytes: need,
-        })
-    }
-}
+pub use srs::{GpuContext, ResidentInfo, DEFAULT_STREAM_CHUNK_BYTES};
+use srs::{gpu_err, Points, ResidentSrs};
 
 /// One worker on one GPU.
 pub struct GpuBackend {
@@ -180,6 +47,7 @@ pub struct GpuBackend {
 
 /// A proof's device buffers, handed from `start` to the compute thread.
 struct Job {
+    params: Arc<ParamsFile>,
     srs: Arc<ResidentSrs>,
     a: DeviceScalars,
     b: DeviceScalars,
@@ -250,7 +118,11 @@ impl ProverBackend for GpuBackend {
 
     fn device_resident(&self) -> Vec<DeviceResidency> {
         let device = format!("gpu{}", self.ctx.device.info().ordinal);
-        self.ctx.resident().into_iter().map(|r| DeviceResidency { device: device.clone(), params_id: r.params_id, bytes: r.device_bytes }).collect()
+        self.ctx
+            .resident()
+            .into_iter()
+            .map(|r| DeviceResidency { device: device.clone(), params_id: r.params_id, bytes: r.device_bytes, streamed_bytes: r.streamed_bytes })
+            .collect()
     }
 
     fn evict_device(&self, params_id: u64) -> u64 {
@@ -288,6 +160,7 @@ impl ProverBackend for GpuBackend {
         drop(buffers); // pinned buffers go back to their pool now
         let (reply, rx) = bounded(1);
         let job = Job {
+            params: params.clone(),
             srs,
             a,
             b,
@@ -318,10 +191,12 @@ impl PendingMsms for GpuPending {
 }
 
 fn compute_loop(ctx: Arc<GpuContext>, stream: GpuStream, jobs: Receiver<Job>) {
+    // Pinned staging for streamed sections, made on the first proof that needs it.
+    let mut streamer: Option<PointStreamer> = None;
     for job in jobs {
         let reply = job.reply.clone();
         // A panic in one proof fails that proof, not the worker.
-        let out = catch_unwind(AssertUnwindSafe(|| compute(&ctx.device, &stream, job))).unwrap_or_else(|p| {
+        let out = catch_unwind(AssertUnwindSafe(|| compute(&ctx, &stream, &mut streamer, job))).unwrap_or_else(|p| {
             let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
             Err(ProveError::Backend { backend: "gpu", message: format!("panic: {}", msg.unwrap_or_default()) })
         });
@@ -329,8 +204,71 @@ fn compute_loop(ctx: Arc<GpuContext>, stream: GpuStream, jobs: Receiver<Job>) {
     }
 }
 
-fn compute(dev: &GpuDevice, s: &GpuStream, job: Job) -> Result<(MsmResults, PhaseTimings), ProveError> {
-    let Job { srs, mut a, mut b, mut c, aux, n, log_m, num_aux, inputs, a_aux_density, b_input_density, b_aux_density, queued, mut timings, .. } = job;
+/// One MSM's inputs: the scalars (aux or h), how many, and the density.
+struct MsmInput<'a> {
+    scalars: &'a DeviceScalars,
+    len: usize,
+    bitmap: Option<&'a Density>,
+}
+
+/// Runs the MSMs of one proof over resident or streamed points.
+struct Msms<'a> {
+    dev: &'a GpuDevice,
+    s: &'a GpuStream,
+    params: &'a ParamsFile,
+    streamer: &'a mut Option<PointStreamer>,
+    chunk_bytes: usize,
+    timings: &'a mut PhaseTimings,
+    host: Duration,
+}
+
+impl Msms<'_> {
+    fn streamer(&mut self) -> Result<&mut PointStreamer, ProveError> {
+        if self.streamer.is_none() {
+            *self.streamer = Some(self.dev.point_streamer(self.chunk_bytes).map_err(gpu_err)?);
+        }
+        Ok(self.streamer.as_mut().expect("just made"))
+    }
+
+    fn record(&mut self, name: &'static str, t: MsmTiming) {
+        self.timings.push(name, t.device);
+        self.host += t.host;
+    }
+
+    fn g1(&mut self, name: &'static str, points: Option<&Points<DeviceG1>>, m: MsmInput) -> Result<G1Projective, ProveError> {
+        let bits = m.bitmap.map(|d| d.words());
+        let (sum, t) = match points {
+            None => return Ok(G1Projective::identity()),
+            Some(Points::Device(p)) => self.dev.msm_g1_timed(self.s, p, m.scalars, m.len, bits),
+            Some(Points::Host { section, range }) => {
+                let (dev, s, raw) = (self.dev, self.s, self.params.raw(*section, range.clone()));
+                dev.msm_g1_streamed(s, self.streamer()?, raw, m.scalars, m.len, bits)
+            }
+        }
+        .map_err(gpu_err)?;
+        self.record(name, t);
+        Ok(sum)
+    }
+
+    fn g2(&mut self, name: &'static str, points: Option<&Points<DeviceG2>>, m: MsmInput) -> Result<G2Projective, ProveError> {
+        let bits = m.bitmap.map(|d| d.words());
+        let (sum, t) = match points {
+            None => return Ok(G2Projective::identity()),
+            Some(Points::Device(p)) => self.dev.msm_g2_timed(self.s, p, m.scalars, m.len, bits),
+            Some(Points::Host { section, range }) => {
+                let (dev, s, raw) = (self.dev, self.s, self.params.raw(*section, range.clone()));
+                dev.msm_g2_streamed(s, self.streamer()?, raw, m.scalars, m.len, bits)
+            }
+        }
+        .map_err(gpu_err)?;
+        self.record(name, t);
+        Ok(sum)
+    }
+}
+
+fn compute(ctx: &GpuContext, s: &GpuStream, streamer: &mut Option<PointStreamer>, job: Job) -> Result<(MsmResults, PhaseTimings), ProveError> {
+    let dev = &ctx.device;
+    let Job { params, srs, mut a, mut b, mut c, aux, n, log_m, num_aux, inputs, a_aux_density, b_input_density, b_aux_density, queued, mut timings, .. } = job;
     timings.push("gpu_queue_wait", queued.elapsed());
     let span = DeviceSpan::begin(s).map_err(gpu_err)?;
     dev.h_pipeline(s, &mut a, &mut b, &mut c, n, log_m).map_err(gpu_err)?;
@@ -339,29 +277,16 @@ fn compute(dev: &GpuDevice, s: &GpuStream, job: Job) -> Result<(MsmResults, Phas
     // Each MSM's device time comes from CUDA events; its host share (bitmap
     // ranks, window combination) and the CPU sums over the few input-query
     // points add up under "msm_host".
-    let mut host = Duration::ZERO;
-    let mut g1 = |name: &'static str, points: Option<&DeviceG1>, scalars: &DeviceScalars, len: usize, bitmap: Option<&Density>| {
-        let Some(points) = points else { return Ok(G1Projective::identity()) };
-        let (sum, t) = dev.msm_g1_timed(s, points, scalars, len, bitmap.map(|d| d.words())).map_err(gpu_err)?;
-        timings.push(name, t.device);
-        host += t.host;
-        Ok::<_, ProveError>(sum)
-    };
+    let mut msms = Msms { dev, s, params: &params, streamer, chunk_bytes: ctx.stream_chunk_bytes(), timings: &mut timings, host: Duration::ZERO };
     let m = 1usize << log_m;
-    let h = g1("msm_h", Some(&srs.h), &a, m - 1, None)?;
+    let h = msms.g1("msm_h", Some(&srs.h), MsmInput { scalars: &a, len: m - 1, bitmap: None })?;
     drop(a);
-    let l = g1("msm_l", Some(&srs.l), &aux, num_aux, None)?;
-    let a_aux = g1("msm_a", srs.a_aux.as_ref(), &aux, num_aux, Some(&a_aux_density))?;
-    let b_g1_aux = g1("msm_b_g1", srs.b_g1_aux.as_ref(), &aux, num_aux, Some(&b_aux_density))?;
-    let b_g2_aux = match &srs.b_g2_aux {
-        Some(p) => {
-            let (sum, t) = dev.msm_g2_timed(s, p, &aux, num_aux, Some(b_aux_density.words())).map_err(gpu_err)?;
-            timings.push("msm_b_g2", t.device);
-            host += t.host;
-            sum
-        }
-        None => G2Projective::identity(),
-    };
+    let all = |bitmap| MsmInput { scalars: &aux, len: num_aux, bitmap };
+    let l = msms.g1("msm_l", Some(&srs.l), all(None))?;
+    let a_aux = msms.g1("msm_a", srs.a_aux.as_ref(), all(Some(&a_aux_density)))?;
+    let b_g1_aux = msms.g1("msm_b_g1", srs.b_g1_aux.as_ref(), all(Some(&b_aux_density)))?;
+    let b_g2_aux = msms.g2("msm_b_g2", srs.b_g2_aux.as_ref(), all(Some(&b_aux_density)))?;
+    let host = msms.host;
     let t0 = Instant::now();
     let b_in: Vec<Scalar> = b_input_density.iter_set().map(|i| inputs[i]).collect();
     let a_q = a_aux + msm_g1(&srs.a_inputs, &inputs);

@@ -1,0 +1,299 @@
+//! MSM over parameter points that stay on the host: for parameter sets
+//! larger than the VRAM left for them.
+//!
+//! The points are streamed in the `.params` file's own encoding, in chunks,
+//! with two staging slots: while the GPU runs the MSM of chunk j, an uploader
+//! thread copies chunk j+1 from the (mapped) file into a pinned staging
+//! buffer and on to the device on its own stream. On the device a small
+//! kernel turns the raw big-endian coordinates into Montgomery affine points
+//! (cuda/points.cuh), so the host does no decoding per proof. Each chunk's
+//! MSM is an ordinary one over a range of scalars; the chunk sums are added
+//! on the host.
+use std::ops::Range;
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::time::Instant;
+
+use blstrs::{G1Projective, G2Projective};
+use cudarc::driver::{CudaEvent, CudaSlice, PinnedHostSlice};
+use group::Group;
+use rayon::prelude::*;
+
+use crate::buffers::DeviceScalars;
+use crate::device::{DeviceSpan, GpuDevice, GpuStream};
+use crate::error::GpuError;
+use crate::launch::{blocks, launch, raw, Arg};
+use crate::msm::{g1_from_xyzz, g2_from_xyzz, Curve, MsmTiming};
+
+/// Bytes of one point in the `.params` encoding (uncompressed).
+const G1_RAW: usize = 96;
+const G2_RAW: usize = 192;
+
+/// Per-worker staging for streamed MSMs: its own copy stream and two pinned
+/// buffers of `chunk_bytes`, reused by every streamed MSM of the worker
+/// (pinning memory is slow; allocating it per proof would cost more than
+/// the copies). The device slots are allocated per MSM, stream-ordered.
+pub struct PointStreamer {
+    copy: GpuStream,
+    staging: [PinnedHostSlice<u8>; 2],
+    chunk_bytes: usize,
+}
+
+impl PointStreamer {
+    /// Host memory this streamer pins (two staging buffers).
+    pub fn pinned_bytes(&self) -> usize {
+        2 * self.chunk_bytes
+    }
+}
+
+/// One chunk of a streamed MSM: scalars `first..first + n` (first a
+/// multiple of 64, so the bitmap slice starts on a word) and the points
+/// they use.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Chunk {
+    pub first: usize,
+    pub n: usize,
+    pub points: Range<usize>,
+}
+
+/// Splits scalars `0..n` into chunks that each use at most `max_points`
+/// points (`max_points >= 64`). With a bitmap, scalar i uses point rank(i)
+/// if bit i is set and chunks are cut at word boundaries; chunks that use
+/// no point are left out.
+pub(crate) fn plan_chunks(n: usize, bitmap: Option<&[u64]>, max_points: usize) -> Vec<Chunk> {
+    assert!(max_points >= 64, "a chunk holds at least one bitmap word");
+    let mut out = Vec::new();
+    let Some(bm) = bitmap else {
+        let step = max_points / 64 * 64;
+        let mut first = 0;
+        while first < n {
+            let len = step.min(n - first);
+            out.push(Chunk { first, n: len, points: first..first + len });
+            first += len;
+        }
+        return out;
+    };
+    let words = n.div_ceil(64);
+    // Bits past n do not count.
+    let word = |w: usize| -> u64 {
+        let v = bm[w];
+        if w + 1 == words && !n.is_multiple_of(64) {
+            v & ((1u64 << (n % 64)) - 1)
+        } else {
+            v
+        }
+    };
+    let (mut w, mut rank) = (0, 0);
+    while w < words {
+        let (start_w, start_rank) = (w, rank);
+        while w < words && rank - start_rank + word(w).count_ones() as usize <= max_points {
+            rank += word(w).count_ones() as usize;
+            w += 1;
+        }
+        if rank > start_rank {
+            let first = start_w * 64;
+            out.push(Chunk { first, n: (w * 64).min(n) - first, points: start_rank..rank });
+        }
+    }
+    out
+}
+
+impl GpuDevice {
+    /// A streamer for this device with staging buffers of `chunk_bytes`
+    /// (at least one G2 point's worth of 64 points).
+    pub fn point_streamer(&self, chunk_bytes: usize) -> Result<PointStreamer, GpuError> {
+        let chunk_bytes = chunk_bytes.max(64 * G2_RAW);
+        let pin = || -> Result<PinnedHostSlice<u8>, GpuError> {
+            // SAFETY: the staging bytes are written before any copy reads them.
+            Ok(unsafe { self.ctx.alloc_pinned::<u8>(chunk_bytes) }?)
+        };
+        Ok(PointStreamer { copy: self.new_stream()?, staging: [pin()?, pin()?], chunk_bytes })
+    }
+
+    /// [`GpuDevice::msm_g1_timed`] with the points on the host: `raw` holds
+    /// points rank 0.. in the `.params` encoding (uncompressed, big-endian),
+    /// already validated by the caller (on the curve, not infinity).
+    pub fn msm_g1_streamed(&self, s: &GpuStream, st: &mut PointStreamer, raw: &[u8], scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<(G1Projective, MsmTiming), GpuError> {
+        let conv = &self.k.points_from_raw_g1;
+        self.streamed(s, st, &self.g1_curve(), conv, G1_RAW, raw, scalars, n, bitmap, g1_from_xyzz)
+    }
+
+    /// As [`GpuDevice::msm_g1_streamed`], in G2 (`raw` from the b_g2 section).
+    pub fn msm_g2_streamed(&self, s: &GpuStream, st: &mut PointStreamer, raw: &[u8], scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<(G2Projective, MsmTiming), GpuError> {
+        let conv = &self.k.points_from_raw_g2;
+        self.streamed(s, st, &self.g2_curve(), conv, G2_RAW, raw, scalars, n, bitmap, g2_from_xyzz)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn streamed<P: Group>(
+        &self,
+        s: &GpuStream,
+        st: &mut PointStreamer,
+        cv: &Curve,
+        conv: &cudarc::driver::CudaFunction,
+        raw_bytes: usize,
+        raw_points: &[u8],
+        scalars: &DeviceScalars,
+        n: usize,
+        bitmap: Option<&[u64]>,
+        to_proj: fn(&[u64]) -> P,
+    ) -> Result<(P, MsmTiming), GpuError> {
+        let t0 = Instant::now();
+        if let Some(bm) = bitmap {
+            if bm.len() * 64 < n {
+                return Err(GpuError::InvalidArgument(format!("bitmap of {} bits for {n} scalars", bm.len() * 64)));
+            }
+        }
+        let max_points = st.chunk_bytes / raw_bytes;
+        let plan = plan_chunks(n, bitmap, max_points);
+        let needed = plan.last().map_or(0, |c| c.points.end);
+        if needed * raw_bytes > raw_points.len() {
+            return Err(GpuError::InvalidArgument(format!("{needed} points needed, {} given", raw_points.len() / raw_bytes)));
+        }
+        let slot_points = plan.iter().map(|c| c.points.len()).max().unwrap_or(0);
+        let span = DeviceSpan::begin(s)?;
+        let mut sum = P::identity();
+        if slot_points > 0 {
+            // Converted points of the current chunk, then the two raw slots.
+            let points = unsafe { s.alloc::<u64>(slot_points * raw_bytes / 8) }?;
+            let mut slots: Vec<CudaSlice<u8>> = (0..2).map(|_| unsafe { st.copy.alloc::<u8>(slot_points * raw_bytes) }).collect::<Result<_, _>>()?;
+            // The slots were allocated on the copy stream; the compute stream
+            // must not touch them before that allocation is ordered.
+            s.join(&st.copy)?;
+            let slot_ptrs: Vec<u64> = slots.iter().map(|b| raw(b, &st.copy)).collect();
+            let (ready_tx, ready_rx) = channel::<Result<(usize, CudaEvent), GpuError>>();
+            let (free_tx, free_rx) = channel::<()>();
+            free_tx.send(()).and_then(|_| free_tx.send(())).expect("receiver alive");
+            let PointStreamer { copy, staging, .. } = st;
+            sum = std::thread::scope(|scope| -> Result<P, GpuError> {
+                let plan_ref = &plan;
+                scope.spawn(move || upload_chunks(plan_ref, raw_points, raw_bytes, copy, staging, &mut slots, free_rx, ready_tx));
+                let mut acc = P::identity();
+                for c in &plan {
+                    let (slot, ready) = ready_rx.recv().map_err(|_| GpuError::InvalidArgument("point uploader stopped".into()))??;
+                    s.wait(&ready)?;
+                    let count = c.points.len();
+                    // SAFETY: kiln_points_from_raw_*(raw, out, n): the slot
+                    // holds `count` raw points (uploaded before `ready`),
+                    // `points` has room for slot_points >= count.
+                    unsafe { launch(s, conv, blocks(count, 128), 128, &[Arg::U64(slot_ptrs[slot]), Arg::U64(raw(&points, s)), Arg::U32(count as u32)])? };
+                    let bits = bitmap.map(|bm| &bm[c.first / 64..]);
+                    // msm synchronizes `s` before returning, so the slot has
+                    // been read and can be refilled.
+                    let (part, _) = self.msm(s, cv, raw(&points, s), count, scalars, c.first, c.n, bits, to_proj)?;
+                    acc += part;
+                    let _ = free_tx.send(());
+                }
+                Ok(acc)
+            })?;
+            drop(points);
+        }
+        let device = span.end()?;
+        Ok((sum, MsmTiming::new(device, t0.elapsed())))
+    }
+}
+
+/// The uploader: for each chunk, wait for a free slot, copy its raw points
+/// into that slot's pinned staging buffer (in parallel) and on to the device
+/// on the copy stream, and hand the slot over with the copy's event.
+#[allow(clippy::too_many_arguments)]
+fn upload_chunks(
+    plan: &[Chunk],
+    raw_points: &[u8],
+    raw_bytes: usize,
+    copy: &GpuStream,
+    staging: &mut [PinnedHostSlice<u8>; 2],
+    slots: &mut [CudaSlice<u8>],
+    free: Receiver<()>,
+    ready: Sender<Result<(usize, CudaEvent), GpuError>>,
+) {
+    let mut done: [Option<CudaEvent>; 2] = [None, None];
+    for (j, c) in plan.iter().enumerate() {
+        if free.recv().is_err() {
+            return; // the MSM stopped (an error): nothing more to upload
+        }
+        let slot = j % 2;
+        let res = (|| -> Result<CudaEvent, GpuError> {
+            // The staging buffer's previous copy must be finished before it
+            // is overwritten.
+            if let Some(ev) = done[slot].take() {
+                ev.synchronize()?;
+            }
+            let src = &raw_points[c.points.start * raw_bytes..c.points.end * raw_bytes];
+            let host = staging[slot].as_mut_slice()?;
+            host[..src.len()].par_chunks_mut(1 << 20).zip(src.par_chunks(1 << 20)).for_each(|(d, s)| d.copy_from_slice(s));
+            let dst = raw(&slots[slot], copy);
+            // SAFETY: the slot holds slot_points * raw_bytes >= src.len()
+            // bytes; the staging buffer is pinned and is not written again
+            // before `ev` (recorded after the copy) completes; the caller
+            // synchronizes the copy stream before the buffers are freed.
+            unsafe { cudarc::driver::result::memcpy_htod_async(dst, &host[..src.len()], copy.cu_stream()) }?;
+            let ev = copy.record_event(None)?;
+            done[slot] = Some(copy.record_event(None)?);
+            Ok(ev)
+        })();
+        let failed = res.is_err();
+        if ready.send(res.map(|ev| (slot, ev))).is_err() || failed {
+            break;
+        }
+    }
+    // Every copy must be finished before the slots and staging are reused or freed.
+    let _ = copy.synchronize();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    /// Every scalar is covered once, in order; each chunk's points are its
+    /// scalars' ranks; no chunk exceeds the cap; empty chunks are skipped.
+    fn check(n: usize, bm: Option<&[u64]>, max: usize) {
+        let plan = plan_chunks(n, bm, max);
+        let set = |i: usize| bm.is_none_or(|b| b[i / 64] >> (i % 64) & 1 == 1);
+        let mut rank = 0;
+        let mut next = 0;
+        for c in &plan {
+            assert_eq!(c.first % 64, 0);
+            assert!(c.first >= next && c.first + c.n <= n);
+            // Skipped scalars use no point.
+            assert!((next..c.first).all(|i| !set(i)));
+            assert_eq!(c.points.start, rank);
+            rank += (c.first..c.first + c.n).filter(|&i| set(i)).count();
+            assert_eq!(c.points.end, rank);
+            assert!(!c.points.is_empty() && c.points.len() <= max, "{c:?} max {max}");
+            next = c.first + c.n;
+        }
+        assert!((next..n).all(|i| !set(i)));
+        assert_eq!(rank, (0..n).filter(|&i| set(i)).count());
+    }
+
+    #[test]
+    fn chunks_cover_dense_scalars() {
+        for n in [0, 1, 63, 64, 65, 1000, 4096, 5000] {
+            for max in [64, 100, 128, 1 << 12] {
+                check(n, None, max);
+            }
+        }
+    }
+
+    #[test]
+    fn chunks_follow_bitmap_ranks() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        for n in [1usize, 63, 64, 65, 777, 4096, 10_001] {
+            for density in [0.0, 0.02, 0.25, 0.5, 1.0] {
+                let words: Vec<u64> = (0..n.div_ceil(64) + 1)
+                    .map(|_| (0..64).fold(0u64, |w, b| w | (u64::from(rng.gen_bool(density)) << b)))
+                    .collect();
+                for max in [64, 65, 200, 1 << 10] {
+                    check(n, Some(&words), max);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bits_past_n_do_not_count() {
+        let plan = plan_chunks(70, Some(&[u64::MAX, u64::MAX]), 64);
+        assert_eq!(plan, vec![Chunk { first: 0, n: 64, points: 0..64 }, Chunk { first: 64, n: 6, points: 64..70 }]);
+    }
+}

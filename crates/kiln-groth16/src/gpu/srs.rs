@@ -1,0 +1,266 @@
+//! Parameter points on one GPU: each section of a parameter set is either
+//! resident in VRAM (uploaded once, kept between proofs) or, when it does not
+//! fit, streamed from the host mapping in chunks for every proof.
+//!
+//! Placement is decided once per parameter set and device: the sections are
+//! kept resident largest first while they fit in the VRAM left for
+//! parameters (free memory less each proof's working space, capped by
+//! [`GpuContext::set_srs_vram_limit`]); the rest are streamed, after
+//! reserving room for the streaming buffers.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+use blstrs::{G1Affine, G2Affine};
+use kiln_gpu::{DeviceG1, DeviceG2, GpuDevice, GpuError, GpuStream};
+use parking_lot::Mutex;
+
+use crate::error::ProveError;
+use crate::params::{ParamsFile, Section};
+
+pub(super) fn gpu_err(e: GpuError) -> ProveError {
+    ProveError::Backend { backend: "gpu", message: e.to_string() }
+}
+
+/// Streaming chunk when none is configured: big enough that a chunk's MSM
+/// takes far longer than its copy (G1: 2.8 M points, ~40 ms of MSM against
+/// ~6 ms of copy at PCIe 5 rates), small enough to leave VRAM to the rest.
+pub const DEFAULT_STREAM_CHUNK_BYTES: usize = 256 << 20;
+
+/// One GPU and the parameters placed on it, shared by its workers.
+pub struct GpuContext {
+    pub(super) device: GpuDevice,
+    resident: Mutex<HashMap<u64, Arc<ResidentSrs>>>,
+    limits: Mutex<Limits>,
+}
+
+#[derive(Clone, Copy)]
+struct Limits {
+    /// Most VRAM resident parameters may take on this device (all of them together).
+    srs_vram: Option<u64>,
+    pub(super) chunk_bytes: usize,
+}
+
+/// A section's points as the MSMs see them.
+pub(super) enum Points<D> {
+    /// Uploaded; stays in VRAM.
+    Device(D),
+    /// Streamed from the parameter file for each proof: points `range` of `section`.
+    Host { section: Section, range: Range<usize> },
+}
+
+impl<D> Points<D> {
+    fn streamed_bytes(&self, point: u64) -> u64 {
+        match self {
+            Points::Device(_) => 0,
+            Points::Host { range, .. } => range.len() as u64 * point,
+        }
+    }
+}
+
+/// A parameter set placed on one device. Input-query points stay on the host.
+pub(super) struct ResidentSrs {
+    pub h: Points<DeviceG1>,
+    pub l: Points<DeviceG1>,
+    pub a_aux: Option<Points<DeviceG1>>,
+    pub b_g1_aux: Option<Points<DeviceG1>>,
+    pub b_g2_aux: Option<Points<DeviceG2>>,
+    pub a_inputs: Vec<G1Affine>,
+    pub b_g1_inputs: Vec<G1Affine>,
+    pub b_g2_inputs: Vec<G2Affine>,
+    /// VRAM the resident sections take.
+    pub device_bytes: u64,
+    /// Bytes streamed from the host for each proof.
+    pub streamed_bytes: u64,
+}
+
+/// What one parameter set occupies on a device (for status and eviction).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResidentInfo {
+    pub params_id: u64,
+    /// VRAM held by its resident sections.
+    pub device_bytes: u64,
+    /// Bytes of its sections that do not fit and are streamed per proof.
+    pub streamed_bytes: u64,
+}
+
+impl GpuContext {
+    /// Open device `ordinal`.
+    pub fn open(ordinal: usize) -> Result<Arc<Self>, GpuError> {
+        Ok(Arc::new(GpuContext {
+            device: GpuDevice::open(ordinal)?,
+            resident: Mutex::new(HashMap::new()),
+            limits: Mutex::new(Limits { srs_vram: None, chunk_bytes: DEFAULT_STREAM_CHUNK_BYTES }),
+        }))
+    }
+
+    /// Every visible GPU (empty without a driver or kernels).
+    pub fn open_all() -> Vec<Arc<Self>> {
+        (0..GpuDevice::count()).filter_map(|i| Self::open(i).ok()).collect()
+    }
+
+    pub fn device(&self) -> &GpuDevice {
+        &self.device
+    }
+
+    /// Caps the VRAM resident parameters may take on this device (`None`:
+    /// whatever is free); sections beyond it are streamed. Applies to
+    /// parameter sets placed after the call.
+    pub fn set_srs_vram_limit(&self, bytes: Option<u64>) {
+        self.limits.lock().srs_vram = bytes;
+    }
+
+    /// Size of each streaming chunk (each worker that streams pins two).
+    pub fn set_stream_chunk_bytes(&self, bytes: usize) {
+        self.limits.lock().chunk_bytes = bytes.max(1 << 16);
+    }
+
+    pub(super) fn stream_chunk_bytes(&self) -> usize {
+        self.limits.lock().chunk_bytes
+    }
+
+    /// Parameter sets placed on this device.
+    pub fn resident(&self) -> Vec<ResidentInfo> {
+        self.resident
+            .lock()
+            .iter()
+            .map(|(&params_id, r)| ResidentInfo { params_id, device_bytes: r.device_bytes, streamed_bytes: r.streamed_bytes })
+            .collect()
+    }
+
+    /// Drop a parameter set from VRAM (in-flight proofs keep their reference
+    /// until they finish). Returns the bytes that will be freed.
+    pub fn evict(&self, params_id: u64) -> Option<u64> {
+        self.resident.lock().remove(&params_id).map(|r| r.device_bytes)
+    }
+
+    /// The placed copy of `params`, placing it (uploading on `stream`) first
+    /// if needed. `b_inputs` is how many B-query points belong to inputs (the
+    /// parameters do not record it; it is the circuit's B input density).
+    pub(super) fn resident_srs(&self, params: &ParamsFile, b_inputs: usize, stream: &GpuStream) -> Result<(Arc<ResidentSrs>, bool), ProveError> {
+        let key = params.id();
+        if let Some(r) = self.resident.lock().get(&key) {
+            if r.b_g1_inputs.len() == b_inputs {
+                return Ok((r.clone(), false));
+            }
+        }
+        let r = Arc::new(self.place_srs(params, b_inputs, stream)?);
+        let mut map = self.resident.lock();
+        // Two workers may race to upload; keep one copy.
+        let kept = map.entry(key).and_modify(|old| {
+            if old.b_g1_inputs.len() != b_inputs {
+                *old = r.clone()
+            }
+        });
+        Ok((kept.or_insert(r).clone(), true))
+    }
+
+    fn place_srs(&self, params: &ParamsFile, b_inputs: usize, stream: &GpuStream) -> Result<ResidentSrs, ProveError> {
+        let shape = params.shape();
+        let n_in = shape.num_inputs;
+        if b_inputs > shape.b_g1_len || n_in > shape.a_len {
+            return Err(ProveError::ShapeMismatch { what: "the B input query", circuit: b_inputs, params: shape.b_g1_len });
+        }
+        if shape.h_len == 0 || shape.l_len == 0 {
+            let what = if shape.h_len == 0 { "the H query" } else { "the L query" };
+            return Err(ProveError::ShapeMismatch { what, circuit: 1, params: 0 });
+        }
+        let sections = [
+            (Section::H, 0..shape.h_len),
+            (Section::L, 0..shape.l_len),
+            (Section::A, n_in..shape.a_len),
+            (Section::BG1, b_inputs..shape.b_g1_len),
+            (Section::BG2, b_inputs..shape.b_g2_len),
+        ];
+        let bytes = |(s, r): &(Section, Range<usize>)| r.len() as u64 * s.point_bytes() as u64;
+        let (free, _) = self.device.memory().map_err(gpu_err)?;
+        // Keep a margin for the proofs' own buffers (a, b, c, aux, MSM scratch).
+        let working = 8 * 32 * (shape.h_len + 1 + shape.l_len) as u64;
+        let limits = *self.limits.lock();
+        let total: u64 = sections.iter().map(bytes).sum();
+        let room = (free as u64).saturating_sub(working);
+        let mut budget = limits.srs_vram.map_or(room, |cap| cap.min(room));
+        let mut resident = [false; 5];
+        if total <= budget {
+            resident = [true; 5];
+        } else {
+            // Streaming needs its own buffers: two raw slots, the converted
+            // chunk and the chunk MSM's scratch, per worker at most.
+            budget = budget.saturating_sub(4 * limits.chunk_bytes as u64);
+            let mut order: Vec<usize> = (0..5).collect();
+            order.sort_by_key(|&i| std::cmp::Reverse(bytes(&sections[i])));
+            let mut used = 0;
+            for i in order {
+                if used + bytes(&sections[i]) <= budget {
+                    used += bytes(&sections[i]);
+                    resident[i] = true;
+                }
+            }
+        }
+        let mut host = Vec::new();
+        let mut g1 = |i: usize| -> Result<Option<Points<DeviceG1>>, ProveError> {
+            let (section, range) = sections[i].clone();
+            if range.is_empty() {
+                return Ok(None);
+            }
+            if !resident[i] {
+                validate(params, section, range.clone())?;
+                return Ok(Some(Points::Host { section, range }));
+            }
+            params.g1_points(section, range, &mut host)?;
+            Ok(Some(Points::Device(self.device.upload_g1(stream, &host).map_err(gpu_err)?)))
+        };
+        let h = g1(0)?.expect("H is not empty");
+        let l = g1(1)?.expect("L is not empty");
+        let a_aux = g1(2)?;
+        let b_g1_aux = g1(3)?;
+        drop(host);
+        let b_g2_aux = match sections[4].1.clone() {
+            r if r.is_empty() => None,
+            r if !resident[4] => {
+                validate(params, Section::BG2, r.clone())?;
+                Some(Points::Host { section: Section::BG2, range: r })
+            }
+            r => {
+                let mut h2 = Vec::new();
+                params.g2_points(r, &mut h2)?;
+                Some(Points::Device(self.device.upload_g2(stream, &h2).map_err(gpu_err)?))
+            }
+        };
+        let mut a_inputs = Vec::new();
+        params.g1_points(Section::A, 0..n_in, &mut a_inputs)?;
+        let mut b_g1_inputs = Vec::new();
+        params.g1_points(Section::BG1, 0..b_inputs, &mut b_g1_inputs)?;
+        let mut b_g2_inputs = Vec::new();
+        params.g2_points(0..b_inputs, &mut b_g2_inputs)?;
+        stream.synchronize().map_err(|e| gpu_err(e.into()))?;
+        let device_bytes = (0..5).filter(|&i| resident[i]).map(|i| bytes(&sections[i])).sum();
+        let streamed_bytes = h.streamed_bytes(96)
+            + l.streamed_bytes(96)
+            + a_aux.as_ref().map_or(0, |p| p.streamed_bytes(96))
+            + b_g1_aux.as_ref().map_or(0, |p| p.streamed_bytes(96))
+            + b_g2_aux.as_ref().map_or(0, |p| p.streamed_bytes(192));
+        Ok(ResidentSrs { h, l, a_aux, b_g1_aux, b_g2_aux, a_inputs, b_g1_inputs, b_g2_inputs, device_bytes, streamed_bytes })
+    }
+}
+
+/// Streamed points are sent in the file's encoding and converted on the
+/// device without checks, so they are checked here once, as the resident
+/// path's decoding checks them (on the curve, not infinity), a block at a
+/// time so no decoded copy is kept.
+fn validate(params: &ParamsFile, section: Section, range: Range<usize>) -> Result<(), ProveError> {
+    const BLOCK: usize = 1 << 20;
+    let (mut g1, mut g2) = (Vec::new(), Vec::new());
+    let mut at = range.start;
+    while at < range.end {
+        let block = at..(at + BLOCK).min(range.end);
+        if section == Section::BG2 {
+            params.g2_points(block.clone(), &mut g2)?;
+        } else {
+            params.g1_points(section, block.clone(), &mut g1)?;
+        }
+        at = block.end;
+    }
+    Ok(())
+}
