@@ -47,7 +47,7 @@ impl Drop for BudgetAdmission {
 /// the cache under `config.compiled_circuits_bytes` (default: a quarter of
 /// the budget).
 pub(crate) fn circuit_cache(config: &EngineConfig, budget: &MemoryBudget) -> CircuitCache {
-    let cap = config.compiled_circuits_bytes.unwrap_or(budget.total() / 4);
+    let cap = cache_cap(config, budget);
     let budget = budget.clone();
     let cached = Arc::new(AtomicU64::new(0));
     CircuitCache::new(move |bytes| {
@@ -81,7 +81,13 @@ pub(crate) fn relieve(circuits: &CircuitCache, budget: &MemoryBudget) {
 }
 
 /// How much compiling a partition of `shape` may use.
+/// The most memory compiled circuits may hold: `compiled_circuits_bytes`,
+/// else a quarter of the budget.
+fn cache_cap(config: &EngineConfig, budget: &MemoryBudget) -> u64 {
+    config.compiled_circuits_bytes.unwrap_or(budget.total() / 4)
+}
+
 pub(crate) fn compile_allowance(config: &EngineConfig, budget: &MemoryBudget, shape: &CircuitShape) -> usize {
-    let cap = config.compiled_circuits_bytes.unwrap_or(budget.total() / 4);
+    let cap = cache_cap(config, budget);
     (shape.num_constraints as u64).saturating_mul(ALLOWANCE_PER_CONSTRAINT).min(cap) as usize
 }
