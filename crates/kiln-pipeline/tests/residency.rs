@@ -18,7 +18,8 @@ use parking_lot::Mutex;
 
 const MIB: u64 = 1 << 20;
 
-/// Proves on the CPU and pretends to keep every parameter set it used on "gpu7".
+/// Proves on the CPU and pretends to keep every parameter set it used on
+/// "gpu7", part of it streamed from the host (it "did not fit").
 #[derive(Default)]
 struct PretendDevice {
     resident: Mutex<HashSet<u64>>,
@@ -37,7 +38,7 @@ impl ProverBackend for PretendDevice {
         CpuBackend.host_scratch_ratio()
     }
     fn device_resident(&self) -> Vec<DeviceResidency> {
-        self.resident.lock().iter().map(|&params_id| DeviceResidency { device: "gpu7".into(), params_id, bytes: 1, streamed_bytes: 0 }).collect()
+        self.resident.lock().iter().map(|&params_id| DeviceResidency { device: "gpu7".into(), params_id, bytes: 1, streamed_bytes: 2 }).collect()
     }
     fn evict_device(&self, params_id: u64) -> u64 {
         self.evicted.lock().push(params_id);
@@ -57,7 +58,9 @@ fn device_resident_parameters_show_in_status_and_are_evicted_from_the_device() {
 
     let entry = engine.status().srs.into_iter().find(|s| s.id == spec.id).unwrap();
     assert_eq!(entry.device_resident, vec!["gpu7".to_string()]);
+    assert_eq!(entry.device_streamed, vec!["gpu7".to_string()]);
     let metrics = engine.metrics_text();
+    assert!(metrics.contains(&format!("kiln_srs_device_streamed{{id=\"{}\",device=\"gpu7\"}} 1", spec.id)), "{metrics}");
     assert!(metrics.contains(&format!("kiln_srs_device_resident{{id=\"{}\",device=\"gpu7\"}} 1", spec.id)), "{metrics}");
     let json = serde_json::to_value(engine.status()).unwrap();
     assert!(json.to_string().contains("\"device_resident\":[\"gpu7\"]"), "{json}");
