@@ -7,7 +7,8 @@
 //!
 //! `KILN_SRS_VRAM_BYTES=N` caps the VRAM parameters may take (0: every
 //! section is streamed from the host) and `KILN_STREAM_CHUNK_BYTES=N` sets
-//! the streaming chunk, to check and time the streamed path.
+//! the streaming chunk, to check and time the streamed path;
+//! `KILN_COMPARE_STREAMED=1` times each size resident, then streamed.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -36,7 +37,9 @@ fn main() {
         }
     };
     let env_bytes = |k: &str| std::env::var(k).ok().map(|v| v.parse::<u64>().unwrap_or_else(|_| panic!("{k} must be a byte count")));
-    ctx.set_srs_vram_limit(env_bytes("KILN_SRS_VRAM_BYTES"));
+    let vram_limit = env_bytes("KILN_SRS_VRAM_BYTES");
+    ctx.set_srs_vram_limit(vram_limit);
+    let compare_streamed = std::env::var_os("KILN_COMPARE_STREAMED").is_some();
     if let Some(c) = env_bytes("KILN_STREAM_CHUNK_BYTES") {
         ctx.set_stream_chunk_bytes(c as usize);
     }
@@ -76,32 +79,43 @@ fn main() {
                     }
                 }
             }
-            let mut times = Vec::new();
-            let mut verified = 0;
-            let mut last = String::new();
-            for i in 0..=proofs {
-                let asg = synthesize(shape.with_witness(i as u64), AssignmentBuffers::heap_with_capacity(p.domain(), p.l_len)).unwrap();
-                let t = Instant::now();
-                match prove_start(&gpu, &params, asg, Randomness::random(&mut rng)).and_then(finish) {
-                    Ok(pp) => {
-                        verified += 1;
-                        if i > 0 {
-                            times.push(t.elapsed().as_secs_f64() * 1e3);
-                        }
-                        last = pp.timings.phases.iter().map(|(n, d)| format!("{n} {:.1}", d.as_secs_f64() * 1e3)).collect::<Vec<_>>().join(", ");
+            // With KILN_COMPARE_STREAMED set, each parameter set is timed
+            // resident and then with every section streamed from the host.
+            for streamed_pass in [false, true] {
+                if streamed_pass {
+                    if !compare_streamed {
+                        break;
                     }
-                    Err(e) => {
-                        failures += 1;
-                        last = format!("ERROR {e}");
+                    ctx.set_srs_vram_limit(Some(0));
+                }
+                let mut times = Vec::new();
+                let mut verified = 0;
+                let mut last = String::new();
+                for i in 0..=proofs {
+                    let asg = synthesize(shape.with_witness(i as u64), AssignmentBuffers::heap_with_capacity(p.domain(), p.l_len)).unwrap();
+                    let t = Instant::now();
+                    match prove_start(&gpu, &params, asg, Randomness::random(&mut rng)).and_then(finish) {
+                        Ok(pp) => {
+                            verified += 1;
+                            if i > 0 {
+                                times.push(t.elapsed().as_secs_f64() * 1e3);
+                            }
+                            last = pp.timings.phases.iter().map(|(n, d)| format!("{n} {:.1}", d.as_secs_f64() * 1e3)).collect::<Vec<_>>().join(", ");
+                        }
+                        Err(e) => {
+                            failures += 1;
+                            last = format!("ERROR {e}");
+                        }
                     }
                 }
+                times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                let med = times.get(times.len() / 2).copied().unwrap_or(f64::NAN);
+                let streamed = ctx.resident().iter().find(|r| r.params_id == params.id()).map_or(0, |r| r.streamed_bytes);
+                let name = if streamed > 0 { format!("{} 2^{log} ({} MiB streamed)", kind.name(), streamed >> 20) } else { format!("{} 2^{log}", kind.name()) };
+                println!("| {name} | {gen_s:.1} | {equal} | {verified}/{} | {med:.1} | {last} |", proofs + 1);
+                ctx.evict(params.id());
             }
-            times.sort_by(|a, b| a.partial_cmp(b).unwrap());
-            let med = times.get(times.len() / 2).copied().unwrap_or(f64::NAN);
-            let streamed = ctx.resident().iter().find(|r| r.params_id == params.id()).map_or(0, |r| r.streamed_bytes);
-            let name = if streamed > 0 { format!("{} 2^{log} ({} MiB streamed)", kind.name(), streamed >> 20) } else { format!("{} 2^{log}", kind.name()) };
-            println!("| {name} | {gen_s:.1} | {equal} | {verified}/{} | {med:.1} | {last} |", proofs + 1);
-            ctx.evict(params.id());
+            ctx.set_srs_vram_limit(vram_limit);
         }
     }
     if failures > 0 {
