@@ -167,6 +167,10 @@ impl GpuDevice {
             sum = std::thread::scope(|scope| -> Result<P, GpuError> {
                 let plan_ref = &plan;
                 scope.spawn(move || upload_chunks(plan_ref, raw_points, raw_bytes, copy, staging, &mut slots, free_rx, ready_tx));
+                // Owned here, so that on an early return (an error) they are
+                // dropped before the scope joins the uploader, which then
+                // stops instead of waiting for a free slot forever.
+                let (free_tx, ready_rx) = (free_tx, ready_rx);
                 let mut acc = P::identity();
                 for c in &plan {
                     let (slot, ready) = ready_rx.recv().map_err(|_| GpuError::InvalidArgument("point uploader stopped".into()))??;
