@@ -30,6 +30,8 @@ const ACC_CHUNK: usize = 128;
 const ACC_BLOCK: u32 = 128;
 /// Buckets per reduction thread.
 const REDUCE_RUN: usize = 64;
+/// Scalars per thread in the sum of the points whose scalar is one.
+const ONES_CHUNK: usize = 64;
 /// Points per thread in the group sums.
 const SUM_GROUP: usize = 64;
 
@@ -139,7 +141,8 @@ impl GpuDevice {
         let first = unsafe { s.alloc::<u64>(chunks.max(1) * xw) }?;
         let last = unsafe { s.alloc::<u64>(chunks.max(1) * xw) }?;
         let (pfirst, plast, k32) = (raw(&first, s), raw(&last, s), ACC_CHUNK as u32);
-        let run = REDUCE_RUN.min(nb);
+        let tune = tuning();
+        let run = tune.reduce_run.min(nb);
         let segs = nb / run;
         let mut red = unsafe { s.alloc::<u64>(w * segs * xw) }?;
         let (pc, po, pcur, pcls, psorted, pb) = (raw(&counts, s), raw(&offsets, s), raw(&cursor, s), raw(&cls, s), raw(&sorted, s), raw(&buckets, s));
@@ -165,7 +168,7 @@ impl GpuDevice {
         // Window totals: sum runs of segments down to one per window.
         let mut per = segs;
         while per > 1 {
-            let g = per.min(SUM_GROUP);
+            let g = per.min(tune.sum_group);
             let out = unsafe { s.alloc::<u64>(w * (per / g) * xw) }?;
             // SAFETY: kiln_msm_sum_*(in, count, G, out); out holds count/G points.
             unsafe { launch(s, cv.sum, blocks(w * per / g, 128), 128, &[Arg::U64(raw(&red, s)), Arg::U32((w * per) as u32), Arg::U32(g as u32), Arg::U64(raw(&out, s))])? };
@@ -179,13 +182,13 @@ impl GpuDevice {
         // Up to ~8K threads per SM (rounded down to a power of two): with
         // mostly-bit witnesses half of all points land here.
         let cap = (self.info.sm_count as usize * 8192).next_power_of_two() / 2;
-        let mut threads = (n / 64).next_power_of_two().clamp(1, cap.max(1));
+        let mut threads = (n / tune.ones_chunk).next_power_of_two().clamp(1, cap.max(1));
         let chunk = n.div_ceil(threads).max(1);
         let mut part = unsafe { s.alloc::<u64>(threads * xw) }?;
         // SAFETY: kiln_msm_ones_*(points, sel, cls, n, chunk, out[threads]).
         unsafe { launch(s, cv.ones, blocks(threads, 128), 128, &[Arg::U64(points), Arg::Sel(sel), Arg::U64(pcls), Arg::U32(n32), Arg::U32(chunk as u32), Arg::U64(raw(&part, s))])? };
         while threads > 1 {
-            let g = threads.min(SUM_GROUP);
+            let g = threads.min(tune.sum_group);
             let out = unsafe { s.alloc::<u64>((threads / g) * xw) }?;
             // SAFETY: as above.
             unsafe { launch(s, cv.sum, blocks(threads / g, 128), 128, &[Arg::U64(raw(&part, s)), Arg::U32(threads as u32), Arg::U32(g as u32), Arg::U64(raw(&out, s))])? };
@@ -201,6 +204,32 @@ impl GpuDevice {
         drop((counts, offsets, cursor, cls, sorted, buckets, first, last, sel_bufs));
         Ok((windows, c, ones, device))
     }
+}
+
+/// The serial lengths of the reduction stages: each thread of the bucket
+/// reduction, the group sums and the ones-sum walks that many points in
+/// sequence, so at small n (few threads) they set an MSM's fixed latency.
+#[derive(Clone, Copy, Debug)]
+struct Tuning {
+    reduce_run: usize,
+    sum_group: usize,
+    ones_chunk: usize,
+}
+
+/// The defaults, or `KILN_MSM_REDUCE_RUN` / `KILN_MSM_SUM_GROUP` /
+/// `KILN_MSM_ONES_CHUNK` (powers of two) to time variants with one binary.
+fn tuning() -> Tuning {
+    static T: std::sync::OnceLock<Tuning> = std::sync::OnceLock::new();
+    *T.get_or_init(|| {
+        let var = |k: &str, d: usize| {
+            std::env::var(k).ok().and_then(|v| v.parse::<usize>().ok()).filter(|v| v.is_power_of_two() && *v >= 2).unwrap_or(d)
+        };
+        Tuning {
+            reduce_run: var("KILN_MSM_REDUCE_RUN", REDUCE_RUN),
+            sum_group: var("KILN_MSM_SUM_GROUP", SUM_GROUP),
+            ones_chunk: var("KILN_MSM_ONES_CHUNK", ONES_CHUNK),
+        }
+    })
 }
 
 /// Where one MSM call's time went.
