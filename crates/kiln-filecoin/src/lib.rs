@@ -4,11 +4,12 @@
 //! back into exactly the bytes filecoin-proofs' own prover returns.
 //!
 //! One [`JobSource`](kiln_pipeline::JobSource) per kind: [`porep`] (C2 from
-//! Curio's C1 envelope), [`snap`] (SnapDeals from vanilla partition
+//! Curio's C1 envelope; non-interactive PoRep's answer is the SnarkPack
+//! aggregate [`ni_porep`] makes with filecoin-proofs), [`snap`] (SnapDeals from vanilla partition
 //! proofs), [`post`] (WindowPoSt partitions and WinningPoSt). The answer of
-//! every kind is its partition proofs (192 bytes each) in partition order,
-//! which is what filecoin-proofs writes too, so the pipeline's default
-//! `finalize` packs it.
+//! every kind but NI-PoRep is its partition proofs (192 bytes each) in
+//! partition order, which is what filecoin-proofs writes too, so the
+//! pipeline's default `finalize` packs it; NI-PoRep's `finalize` aggregates.
 //!
 //! Parameters ([`params`]) live where filecoin-proofs keeps them
 //! (`FIL_PROOFS_PARAMETER_CACHE`, its file names); test sector sizes are
@@ -21,6 +22,7 @@ use bellperson::SynthesisError;
 use kiln_pipeline::SrsSpec;
 use kiln_synth::SynthError;
 
+pub mod ni_porep;
 pub mod params;
 pub mod payload;
 pub mod porep;
@@ -76,6 +78,11 @@ pub fn current_seal_proof(sector_size: u64) -> Option<filecoin_proofs_api::Regis
     (5..10).filter_map(|n| registered::seal_proof(n).ok()).find(|p| u64::from(p.sector_size()) == sector_size)
 }
 
+/// The non-interactive PoRep of this sector size (V1_2_Feat_NonInteractivePoRep).
+pub fn ni_seal_proof(sector_size: u64) -> Option<filecoin_proofs_api::RegisteredSealProof> {
+    (15..20).filter_map(|n| registered::seal_proof(n).ok()).find(|p| u64::from(p.sector_size()) == sector_size)
+}
+
 /// The newest PoSt proof of this type and sector size (WindowPoSt V1_2).
 pub fn current_post_proof(typ: PoStType, sector_size: u64) -> Option<filecoin_proofs_api::RegisteredPoStProof> {
     find(registered::post_proof, 15, |p| p.typ() == typ && u64::from(p.sector_size()) == sector_size)
@@ -90,7 +97,7 @@ pub fn all_param_sets() -> Result<Vec<ParamSet>, String> {
             sets.push(s);
         }
     };
-    for n in 0..15 {
+    for n in 0..20 {
         let p = registered::seal_proof(n)?;
         add(porep::param_set(p)?);
     }

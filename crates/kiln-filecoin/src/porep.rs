@@ -1,7 +1,8 @@
 //! PoRep C2: the C1 output (Curio's JSON envelope around
 //! `filecoin_proofs_api::seal::SealCommitPhase1Output`) -> one StackedDrg
-//! circuit per partition; the answer is what `seal_commit_phase2` returns
-//! (the partition proofs, 192 bytes each, concatenated).
+//! circuit per partition; the answer is what `seal_commit_phase2` returns:
+//! the partition proofs, 192 bytes each, concatenated, or for
+//! non-interactive PoRep their SnarkPack aggregate ([`crate::ni_porep`]).
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use filecoin_proofs::{
 };
 use filecoin_proofs_api::seal::SealCommitPhase1Output;
 use filecoin_proofs_api::{ApiFeature, RegisteredSealProof};
+use kiln_groth16::ProvedProof;
 use kiln_pipeline::{JobSource, SrsSpec};
 use kiln_synth::{Assignment, AssignmentBuffers, SynthContext, SynthError};
 use serde::Deserialize;
@@ -21,6 +23,7 @@ use storage_proofs_core::compound_proof::CompoundProof;
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_porep::stacked::{self, StackedCompound, StackedDrg};
 
+use crate::ni_porep::{self, Aggregation};
 use crate::params::ParamSet;
 use crate::registered::{seal_proof, seal_proof_number, sector_size_name};
 use crate::circuit_error;
@@ -83,16 +86,11 @@ pub fn decode_envelope(envelope: &[u8], req: &PorepRequest) -> Result<(SealCommi
             seal_proof_number(c1.registered_proof)
         ));
     }
-    if c1.registered_proof.feature_enabled(ApiFeature::NonInteractivePoRep) {
-        return Err(format!(
-            "{:?}: non-interactive PoRep answers with a SnarkPack aggregate of its partition proofs, which kiln does not build",
-            c1.registered_proof
-        ));
-    }
     Ok((c1, sector))
 }
 
-/// A PoRep C2 job from Curio's envelope.
+/// A PoRep C2 job from Curio's envelope. A non-interactive PoRep is
+/// refused when the inner-product SRS it is aggregated with is missing.
 pub fn job(envelope: &[u8], req: &PorepRequest) -> Result<Arc<dyn JobSource>, String> {
     let (c1, sector) = decode_envelope(envelope, req)?;
     let size = u64::from(c1.registered_proof.sector_size());
@@ -122,12 +120,20 @@ struct PorepJob<Tree: 'static + MerkleTreeTrait> {
     pub_inputs: PubInputs<Tree>,
     pub_params: stacked::PublicParams<Tree>,
     vanilla: Vec<Vec<VanillaSealProof<Tree>>>,
+    /// Non-interactive PoRep: how the partition proofs become the answer.
+    ni: Option<Aggregation>,
     _tree: PhantomData<Tree>,
 }
 
 fn build<Tree: 'static + MerkleTreeTrait>(c1: SealCommitPhase1Output) -> Result<Arc<dyn JobSource>, String> {
     let config = c1.registered_proof.as_v1_config();
     let partitions = usize::from(config.partitions);
+    let ni = if c1.registered_proof.feature_enabled(ApiFeature::NonInteractivePoRep) {
+        ni_porep::check_srs(c1.registered_proof)?;
+        Some(Aggregation { config: config.clone(), comm_r: c1.comm_r, seed: c1.seed })
+    } else {
+        None
+    };
     // filecoin-proofs' own checks, in its words' spirit.
     if c1.comm_d == [0; 32] || c1.comm_r == [0; 32] {
         return Err("the C1 output has an all-zero comm_d or comm_r".into());
@@ -154,12 +160,16 @@ fn build<Tree: 'static + MerkleTreeTrait>(c1: SealCommitPhase1Output) -> Result<
     };
     let pub_params = public_params::<Tree>(&config).map_err(|e| format!("PoRep public parameters: {e:#}"))?;
     let params = param_set_of::<Tree>(&config)?;
-    Ok(Arc::new(PorepJob { params, pub_inputs, pub_params, vanilla, _tree: PhantomData }))
+    Ok(Arc::new(PorepJob { params, pub_inputs, pub_params, vanilla, ni, _tree: PhantomData }))
 }
 
 impl<Tree: 'static + MerkleTreeTrait> JobSource for PorepJob<Tree> {
     fn kind_label(&self) -> &str {
-        "porep-c2"
+        if self.ni.is_some() {
+            "ni-porep-c2"
+        } else {
+            "porep-c2"
+        }
     }
 
     fn srs(&self) -> SrsSpec {
@@ -183,5 +193,17 @@ impl<Tree: 'static + MerkleTreeTrait> JobSource for PorepJob<Tree> {
             .map_err(|e| circuit_error(format!("PoRep partition {i}: {e:#}")))
         };
         ctx.synthesize(build, buffers)
+    }
+
+    fn finalize(&self, proofs: Vec<ProvedProof>) -> Result<Vec<u8>, String> {
+        let bytes: Vec<u8> = proofs.iter().flat_map(|p| p.to_bytes()).collect();
+        match &self.ni {
+            None => Ok(bytes),
+            Some(ni) => {
+                // filecoin-proofs reads the verifying key from its `.vk` file.
+                self.params.ensure()?;
+                ni.aggregate::<Tree>(&self.pub_inputs, &self.pub_params, bytes)
+            }
+        }
     }
 }

@@ -1,16 +1,19 @@
 //! Real inputs of every Filecoin proof kind, made on the CPU with
 //! filecoin-proofs: seal a sector of random data (PreCommit 1 and 2), run
 //! C1, snap new random data into it (SnapDeals vanilla partition proofs),
-//! and prove WindowPoSt and WinningPoSt vanilla proofs over it. For test
+//! and prove WindowPoSt and WinningPoSt vanilla proofs over it; on request
+//! a second sector sealed for non-interactive PoRep and its C1. For test
 //! sector sizes this takes well under a second; no Groth16 parameters are
 //! needed. What `cargo xtask gen-vanilla` writes, and what the tests prove.
 
 use std::fs::{self, File};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
-use filecoin_proofs_api::{post, seal, update, PaddedBytesAmount, PieceInfo, PoStType, PrivateReplicaInfo, SectorId, UnpaddedBytesAmount};
+use filecoin_proofs_api::{
+    post, seal, update, PaddedBytesAmount, PieceInfo, PoStType, PrivateReplicaInfo, RegisteredSealProof, SectorId, UnpaddedBytesAmount,
+};
 use rand::{Rng, RngCore};
 
 use crate::payload::{Payload, PayloadKind};
@@ -37,31 +40,9 @@ pub fn generate(sector_size: u64, work_dir: &Path, rng: &mut impl RngCore) -> Re
         fs::create_dir_all(&d).map_err(|err| format!("creating {}: {err}", d.display()))?;
         Ok(d)
     };
-    let (cache, update_cache) = (dir("cache")?, dir("update-cache")?);
+    let update_cache = dir("update-cache")?;
     let unpadded = UnpaddedBytesAmount::from(PaddedBytesAmount(sector_size));
-
-    // A sector full of random data: one piece.
-    let staged = work_dir.join("staged");
-    let piece = write_piece(seal_proof, &staged, unpadded, rng)?;
-    let sealed = work_dir.join("sealed");
-    File::create(&sealed).map_err(io("creating the sealed file"))?;
-    let ticket = random_32(rng);
-    let p1 = seal::seal_pre_commit_phase1(seal_proof, &cache, &staged, &sealed, prover, sector, ticket, std::slice::from_ref(&piece))
-        .map_err(e("PreCommit 1"))?;
-    let p2 = seal::seal_pre_commit_phase2(p1, &cache, &sealed).map_err(e("PreCommit 2"))?;
-    let seed = random_32(rng);
-    let c1 = seal::seal_commit_phase1(&cache, &sealed, prover, sector, ticket, seed, p2.clone(), std::slice::from_ref(&piece))
-        .map_err(e("C1"))?;
-    let c1_json = serde_json::to_vec(&c1).map_err(|err| format!("C1 JSON: {err}"))?;
-    let envelope = serde_json::json!({
-        "SectorNum": SECTOR_NUMBER,
-        "Phase1Out": base64::engine::general_purpose::STANDARD.encode(&c1_json),
-        "SectorSize": sector_size,
-    });
-    let mut porep = Payload::new(PayloadKind::PorepSealCommit, sector_size, seal_proof_number(seal_proof));
-    porep.vanilla_proof = serde_json::to_vec(&envelope).map_err(|err| format!("envelope JSON: {err}"))?;
-    porep.sector_number = SECTOR_NUMBER;
-    porep.miner_id = MINER_ID;
+    let Sealed { porep, p2, cache, sealed } = seal_and_c1(seal_proof, work_dir, rng)?;
 
     // SnapDeals: new random data encoded into the sealed sector.
     let update_proof = (0..5)
@@ -121,6 +102,76 @@ pub fn generate(sector_size: u64, work_dir: &Path, rng: &mut impl RngCore) -> Re
     Ok(all)
 }
 
+/// A sealed sector and the PoRep C2 payload of its C1 output.
+struct Sealed {
+    porep: Payload,
+    p2: seal::SealPreCommitPhase2Output,
+    cache: PathBuf,
+    sealed: PathBuf,
+}
+
+/// Seals a sector of random data (one piece) with `seal_proof` in
+/// `work_dir` (PreCommit 1 and 2) and runs C1 over it.
+fn seal_and_c1(seal_proof: RegisteredSealProof, work_dir: &Path, rng: &mut impl RngCore) -> Result<Sealed, String> {
+    let e = |what: &'static str| move |err: anyhow::Error| format!("{what}: {err:#}");
+    let sector_size = u64::from(seal_proof.sector_size());
+    let prover = prover_id(MINER_ID);
+    let sector = SectorId::from(SECTOR_NUMBER);
+    let cache = work_dir.join("cache");
+    fs::create_dir_all(&cache).map_err(|err| format!("creating {}: {err}", cache.display()))?;
+    let unpadded = UnpaddedBytesAmount::from(PaddedBytesAmount(sector_size));
+    let staged = work_dir.join("staged");
+    let piece = write_piece(seal_proof, &staged, unpadded, rng)?;
+    let sealed = work_dir.join("sealed");
+    File::create(&sealed).map_err(|err| format!("creating the sealed file: {err}"))?;
+    let ticket = random_32(rng);
+    let p1 = seal::seal_pre_commit_phase1(seal_proof, &cache, &staged, &sealed, prover, sector, ticket, std::slice::from_ref(&piece))
+        .map_err(e("PreCommit 1"))?;
+    let p2 = seal::seal_pre_commit_phase2(p1, &cache, &sealed).map_err(e("PreCommit 2"))?;
+    let seed = random_32(rng);
+    let c1 = seal::seal_commit_phase1(&cache, &sealed, prover, sector, ticket, seed, p2.clone(), std::slice::from_ref(&piece))
+        .map_err(e("C1"))?;
+    let c1_json = serde_json::to_vec(&c1).map_err(|err| format!("C1 JSON: {err}"))?;
+    let envelope = serde_json::json!({
+        "SectorNum": SECTOR_NUMBER,
+        "Phase1Out": base64::engine::general_purpose::STANDARD.encode(&c1_json),
+        "SectorSize": sector_size,
+    });
+    let mut porep = Payload::new(PayloadKind::PorepSealCommit, sector_size, seal_proof_number(seal_proof));
+    porep.vanilla_proof = serde_json::to_vec(&envelope).map_err(|err| format!("envelope JSON: {err}"))?;
+    porep.sector_number = SECTOR_NUMBER;
+    porep.miner_id = MINER_ID;
+    Ok(Sealed { porep, p2, cache, sealed })
+}
+
+/// The file [`generate_ni_porep_to_dir`] writes.
+pub const NI_POREP_FILE: &str = "porep-c2-ni.json";
+
+/// A non-interactive PoRep C2 payload (`StackedDrg<size>V1_2_Feat_NonInteractivePoRep`):
+/// a sector of its own (the registered proof is part of the replica id)
+/// sealed in `work_dir`, and its C1 output. Proving it needs the SnarkPack
+/// SRS besides the PoRep parameters (see [`crate::ni_porep`]).
+pub fn generate_ni_porep(sector_size: u64, work_dir: &Path, rng: &mut impl RngCore) -> Result<Payload, String> {
+    let _span = tracing::info_span!("gen_vanilla_ni_porep", sector_size = %sector_size_name(sector_size)).entered();
+    let proof = crate::ni_seal_proof(sector_size).ok_or_else(|| format!("no non-interactive PoRep for {}", sector_size_name(sector_size)))?;
+    Ok(seal_and_c1(proof, work_dir, rng)?.porep)
+}
+
+/// [`generate_ni_porep`], written to `out_dir/`[`NI_POREP_FILE`]. Returns the file.
+pub fn generate_ni_porep_to_dir(sector_size: u64, out_dir: &Path, rng: &mut impl RngCore) -> Result<PathBuf, String> {
+    fs::create_dir_all(out_dir).map_err(|err| format!("creating {}: {err}", out_dir.display()))?;
+    let work = tempfile::Builder::new().prefix("kiln-gen-vanilla-ni").tempdir().map_err(|err| format!("a work directory: {err}"))?;
+    let payload = generate_ni_porep(sector_size, work.path(), rng)?;
+    let path = out_dir.join(NI_POREP_FILE);
+    write_payload(&payload, &path)?;
+    Ok(path)
+}
+
+fn write_payload(p: &Payload, path: &Path) -> Result<(), String> {
+    let json = serde_json::to_vec_pretty(p).map_err(|err| format!("payload JSON: {err}"))?;
+    fs::write(path, json).map_err(|err| format!("writing {}: {err}", path.display()))
+}
+
 fn random_32(rng: &mut impl RngCore) -> [u8; 32] {
     let mut b = [0u8; 32];
     rng.fill_bytes(&mut b);
@@ -128,7 +179,7 @@ fn random_32(rng: &mut impl RngCore) -> [u8; 32] {
 }
 
 /// Writes one piece of random data, fr32-padded, to `staged`.
-fn write_piece(proof: filecoin_proofs_api::RegisteredSealProof, staged: &Path, unpadded: UnpaddedBytesAmount, rng: &mut impl RngCore) -> Result<PieceInfo, String> {
+fn write_piece(proof: RegisteredSealProof, staged: &Path, unpadded: UnpaddedBytesAmount, rng: &mut impl RngCore) -> Result<PieceInfo, String> {
     let data: Vec<u8> = (0..u64::from(unpadded)).map(|_| rng.gen()).collect();
     let mut target = File::create(staged).map_err(|err| format!("creating {}: {err}", staged.display()))?;
     let (piece, _) = seal::add_piece(proof, &data[..], &mut target, unpadded, &[]).map_err(|err| format!("add_piece: {err:#}"))?;
@@ -138,7 +189,7 @@ fn write_piece(proof: filecoin_proofs_api::RegisteredSealProof, staged: &Path, u
 
 /// [`generate`], then each payload written to `out_dir` as
 /// [`PayloadKind::file_name`] (pretty JSON). Returns the files.
-pub fn generate_to_dir(sector_size: u64, out_dir: &Path, rng: &mut impl RngCore) -> Result<Vec<std::path::PathBuf>, String> {
+pub fn generate_to_dir(sector_size: u64, out_dir: &Path, rng: &mut impl RngCore) -> Result<Vec<PathBuf>, String> {
     fs::create_dir_all(out_dir).map_err(|err| format!("creating {}: {err}", out_dir.display()))?;
     let work = tempfile::Builder::new().prefix("kiln-gen-vanilla").tempdir().map_err(|err| format!("a work directory: {err}"))?;
     let payloads = generate(sector_size, work.path(), rng)?;
@@ -146,8 +197,7 @@ pub fn generate_to_dir(sector_size: u64, out_dir: &Path, rng: &mut impl RngCore)
         .iter()
         .map(|p| {
             let path = out_dir.join(p.proof_kind.file_name());
-            let json = serde_json::to_vec_pretty(p).map_err(|err| format!("payload JSON: {err}"))?;
-            fs::write(&path, json).map_err(|err| format!("writing {}: {err}", path.display()))?;
+            write_payload(p, &path)?;
             Ok(path)
         })
         .collect()

@@ -3,6 +3,12 @@
 //! CPU prover straight from the JobSource and accepted by filecoin-proofs'
 //! verifier; malformed payloads are refused with messages that say why.
 //! The daemon-level round trip of every kind is in tests/e2e (filecoin.rs).
+//! Non-interactive PoRep's full path (13 PoRep partitions, twice: tens of
+//! minutes on 2 cores) is an ignored test here; its cheap checks are in
+//! ni_porep.rs.
+
+#[path = "support/fake_srs.rs"]
+mod fake_srs;
 
 use std::sync::{Arc, OnceLock};
 
@@ -10,7 +16,7 @@ use kiln_filecoin::payload::{Payload, PayloadKind};
 use kiln_filecoin::porep::PorepRequest;
 use kiln_filecoin::post::PostRequest;
 use kiln_filecoin::snap::SnapRequest;
-use kiln_filecoin::{porep, post, registered, snap, vanilla, verify, PoStType};
+use kiln_filecoin::{ni_porep, porep, post, registered, snap, vanilla, verify, PoStType};
 use kiln_groth16::{finish, prove_start, CpuBackend, ParamsFile, Randomness};
 use kiln_pipeline::JobSource;
 use kiln_synth::{AssignmentBuffers, CircuitCache, SynthContext};
@@ -195,4 +201,61 @@ fn malformed_payloads_are_refused_with_clear_messages() {
     let mut p = window.clone();
     p.vanilla_proofs = vec![p.vanilla_proofs[0].clone(); 3];
     assert!(refused(&p).contains("at most 2 sectors per partition, got 3"), "{}", refused(&p));
+}
+
+/// The full NI-PoRep path at 2 KiB: kiln proves the 13 partitions (CPU),
+/// its `finalize` aggregates them with filecoin-proofs (fake SnarkPack SRS
+/// in the test cache), `verify_seal` accepts the answer, and filecoin-proofs'
+/// own `seal_commit_phase2` answers the same request in the same form.
+/// Ignored: 26 PoRep partition proofs (kiln's and filecoin-proofs'), about
+/// 30 minutes on a 2-core machine (kiln 14, filecoin-proofs 17, the
+/// aggregation and its check 0.5 s); run it with
+/// `cargo test -p kiln-filecoin --test kinds -- --ignored ni_porep`.
+#[test]
+#[ignore]
+fn ni_porep_is_proved_by_kiln_and_accepted_by_verify_seal() {
+    payloads(); // the parameter cache first
+    let work = tempfile::tempdir().unwrap();
+    let p = vanilla::generate_ni_porep(2048, work.path(), &mut rand_chacha::ChaCha8Rng::seed_from_u64(13)).unwrap();
+    fake_srs::ensure_fake_srs(&ni_porep::srs_path());
+    let j = job(&p).unwrap();
+    assert_eq!((j.num_partitions(), j.kind_label()), (13, "ni-porep-c2"));
+    let spec = j.srs();
+    if !spec.path.exists() {
+        (spec.generate.as_ref().unwrap())(&spec.path).unwrap();
+    }
+    let params = Arc::new(ParamsFile::open(&spec.path).unwrap());
+    let mut rng = rand::thread_rng();
+    let started = std::time::Instant::now();
+    let proofs: Vec<_> = (0..j.num_partitions())
+        .map(|i| {
+            let shape = j.partition_shape(&params, i);
+            let buffers = AssignmentBuffers::heap_with_capacity(shape.domain(), shape.num_aux);
+            let assignment = j.synthesize(i, buffers, SynthContext::plain()).unwrap();
+            finish(prove_start(&CpuBackend, &params, assignment, Randomness::random(&mut rng)).unwrap()).unwrap()
+        })
+        .collect();
+    eprintln!("kiln proved the 13 NI-PoRep partitions in {:?}", started.elapsed());
+    let t = std::time::Instant::now();
+    let ours = j.finalize(proofs).unwrap();
+    eprintln!("aggregated ({} bytes) and verified in {:?}", ours.len(), t.elapsed());
+    verify::verify(&p, &ours).unwrap();
+    let mut bad = ours.clone();
+    let last = bad.len() - 1;
+    bad[last / 2] ^= 1;
+    assert!(verify::verify(&p, &bad).is_err(), "a changed aggregate is rejected");
+
+    // filecoin-proofs' own CPU prover on the same C1 output.
+    let (c1, sector) = porep::decode_envelope(&p.vanilla_proof, &PorepRequest::default()).unwrap();
+    let t = std::time::Instant::now();
+    let theirs = filecoin_proofs_api::seal::seal_commit_phase2(c1, registered::prover_id(p.miner_id), sector.into()).unwrap().proof;
+    eprintln!("filecoin-proofs' seal_commit_phase2: {:?}", t.elapsed());
+    assert_eq!(ours.len(), theirs.len(), "the same form as filecoin-proofs' answer");
+    let read = |b: &[u8]| bellperson::groth16::aggregate::AggregateProof::<blstrs::Bls12>::read(std::io::Cursor::new(b)).unwrap();
+    let (a, b) = (read(&ours), read(&theirs));
+    assert_eq!((a.tmipp.gipa.nproofs, b.tmipp.gipa.nproofs), (16, 16), "13 partitions padded to 16");
+    let mut rewritten = Vec::new();
+    a.write(&mut rewritten).unwrap();
+    assert_eq!(rewritten, ours, "kiln's bytes are the aggregate's own encoding");
+    verify::verify(&p, &theirs).unwrap();
 }
