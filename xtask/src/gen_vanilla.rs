@@ -4,7 +4,10 @@
 //! request payloads (cuzk.v1 SubmitProofRequest fields, bytes in base64) for
 //! tests, demos and benchmarks. `--params` also makes sure the four
 //! parameter sets exist in FIL_PROOFS_PARAMETER_CACHE (generated with
-//! kiln's generator for test sizes).
+//! kiln's generator for test sizes). `--ni-porep` also seals a second
+//! sector for non-interactive PoRep and writes its C2 payload
+//! (`porep-c2-ni.json`; proving it needs the SnarkPack SRS, which is
+//! fetched, never generated).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -29,6 +32,9 @@ pub struct Args {
     /// Also make sure the parameters of the four kinds exist (generating test sizes' with kiln's generator).
     #[arg(long)]
     params: bool,
+    /// Also write a non-interactive PoRep C2 payload (porep-c2-ni.json) from a second sector sealed for it.
+    #[arg(long)]
+    ni_porep: bool,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -39,8 +45,14 @@ pub fn run(args: Args) -> Result<()> {
     let out = args.out.unwrap_or_else(|| crate::workspace_root().join("target/filecoin-inputs").join(sector_size_name(size)));
     let seed = args.seed.unwrap_or_else(rand::random);
     let started = Instant::now();
-    let files = vanilla::generate_to_dir(size, &out, &mut rand_chacha::ChaCha8Rng::seed_from_u64(seed)).map_err(|e| anyhow!(e))?;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut files = vanilla::generate_to_dir(size, &out, &mut rng).map_err(|e| anyhow!(e))?;
     println!("sealed a {} sector (seed {seed}) and made its C1 and vanilla proofs in {:.2?}:", sector_size_name(size), started.elapsed());
+    if args.ni_porep {
+        let t = Instant::now();
+        files.push(vanilla::generate_ni_porep_to_dir(size, &out, &mut rng).map_err(|e| anyhow!(e))?);
+        println!("sealed a second sector for non-interactive PoRep and made its C1 in {:.2?}", t.elapsed());
+    }
     for f in &files {
         let p = vanilla::read_payload(f).map_err(|e| anyhow!(e))?;
         let bytes = p.vanilla_proof.len() + p.vanilla_proofs.iter().map(Vec::len).sum::<usize>();
@@ -59,6 +71,11 @@ pub fn run(args: Args) -> Result<()> {
             let what = if existed { "present" } else { "generated" };
             println!("    parameters {what} in {:.1?}: {}", t.elapsed(), set.params_path().display());
         }
+    }
+    if args.ni_porep {
+        let srs = kiln_filecoin::ni_porep::srs_path();
+        let state = if srs.is_file() { "present" } else { "MISSING (fetch it with paramfetch; kiln never generates it)" };
+        println!("  non-interactive PoRep also needs the SnarkPack SRS {}: {state}", srs.display());
     }
     Ok(())
 }
