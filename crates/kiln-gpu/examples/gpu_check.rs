@@ -221,8 +221,57 @@ fn check_msm_from(dev: &GpuDevice, s: &GpuStream, t: &mut Table, g2: bool, n: us
     Ok(())
 }
 
+/// `--stream-debug`: small dense edge-scalar MSMs, streamed three times and
+/// as the sum of resident MSMs over the same chunks, each against the CPU:
+/// tells a fault in the streaming from a fault of the MSM at chunk sizes.
+fn stream_debug(dev: &GpuDevice, s: &GpuStream) -> Result<(), GpuError> {
+    let mut r = rng();
+    let mut bad = 0;
+    for trial in 0..24 {
+        let n = r.gen_range(300..6000usize);
+        let chunk = [16usize << 10, 64 << 10, 256 << 10][trial % 3];
+        let mix = if trial % 2 == 0 { Mix::Edge } else { Mix::Random };
+        let chain = ChainPoints::new(&mut r);
+        let scalars = make_scalars(n, mix);
+        let want = G1Projective::generator() * chain.dlog(&terms(&scalars, None));
+        let pts = chain.g1(n);
+        let raw: Vec<u8> = pts.iter().flat_map(|p| p.to_uncompressed()).collect();
+        let sc = dev.upload_scalars(s, &scalars)?;
+        let mut st = dev.point_streamer(chunk)?;
+        let streamed: Vec<bool> = (0..3).map(|_| dev.msm_g1_streamed(s, &mut st, &raw, &sc, n, None).map(|(g, _)| g == want)).collect::<Result<_, _>>()?;
+        let step = chunk / 96 / 64 * 64;
+        let mut sum = G1Projective::identity();
+        let mut chunks_ok = true;
+        for lo in (0..n).step_by(step) {
+            let hi = (lo + step).min(n);
+            let dp = dev.upload_g1(s, &pts[lo..hi])?;
+            let dsc = dev.upload_scalars(s, &scalars[lo..hi])?;
+            let part = dev.msm_g1(s, &dp, &dsc, hi - lo, None)?;
+            let part_want = G1Projective::generator() * chain.dlog(&terms(&scalars[lo..hi], None).into_iter().map(|(x, i)| (x, i + lo)).collect::<Vec<_>>());
+            chunks_ok &= part == part_want;
+            sum += part;
+        }
+        let resident = dev.msm_g1(s, &dev.upload_g1(s, &pts)?, &sc, n, None)? == want;
+        let ok = streamed.iter().all(|&x| x) && chunks_ok && sum == want && resident;
+        bad += usize::from(!ok);
+        println!("trial {trial} n={n} chunk={chunk} {} streamed={streamed:?} chunk-msms={chunks_ok} chunk-sum={} resident={resident}", if mix_is_edge(trial) { "edge" } else { "random" }, sum == want);
+    }
+    println!("stream-debug: {bad} bad trials");
+    Ok(())
+}
+
+fn mix_is_edge(trial: usize) -> bool {
+    trial % 2 == 0
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    if std::env::args().any(|a| a == "--stream-debug") && GpuDevice::count() > 0 && kiln_gpu::HAS_KERNELS {
+        let dev = GpuDevice::open(0).expect("open GPU 0");
+        let s = dev.new_stream().expect("stream");
+        stream_debug(&dev, &s).expect("stream debug");
+        return;
+    }
     if GpuDevice::count() == 0 || !kiln_gpu::HAS_KERNELS {
         println!("no GPU: skipped (devices: {}, kernels embedded: {})", GpuDevice::count(), kiln_gpu::HAS_KERNELS);
         return;

@@ -22,18 +22,10 @@ pub(crate) struct Curve<'a> {
     pub(crate) xyzz_words: usize,
 }
 
-/// Sorted entries per accumulation thread.
-const ACC_CHUNK: usize = 128;
 /// Threads per block of the bucket-accumulation kernels: the
 /// `__launch_bounds__(128, ..)` their register budget in cuda/msm.cuh is
 /// computed for.
 const ACC_BLOCK: u32 = 128;
-/// Buckets per reduction thread.
-const REDUCE_RUN: usize = 64;
-/// Scalars per thread in the sum of the points whose scalar is one.
-const ONES_CHUNK: usize = 64;
-/// Points per thread in the group sums.
-const SUM_GROUP: usize = 64;
 
 impl GpuDevice {
     /// sum_i scalars[i] * points[rank(i)] over the first `n` scalars, in G1.
@@ -137,11 +129,11 @@ impl GpuDevice {
         let sorted = unsafe { s.alloc::<u32>((w * n).max(1)) }?;
         // Zero = infinity: empty buckets are never written.
         let buckets = s.alloc_zeros::<u64>(w * nb * xw)?;
-        let chunks = w * n.div_ceil(ACC_CHUNK);
+        let tune = Tuning::for_size(n);
+        let chunks = w * n.div_ceil(tune.acc_chunk);
         let first = unsafe { s.alloc::<u64>(chunks.max(1) * xw) }?;
         let last = unsafe { s.alloc::<u64>(chunks.max(1) * xw) }?;
-        let (pfirst, plast, k32) = (raw(&first, s), raw(&last, s), ACC_CHUNK as u32);
-        let tune = tuning();
+        let (pfirst, plast, k32) = (raw(&first, s), raw(&last, s), tune.acc_chunk as u32);
         let run = tune.reduce_run.min(nb);
         let segs = nb / run;
         let mut red = unsafe { s.alloc::<u64>(w * segs * xw) }?;
@@ -184,8 +176,13 @@ impl GpuDevice {
         let cap = (self.info.sm_count as usize * 8192).next_power_of_two() / 2;
         let mut threads = (n / tune.ones_chunk).next_power_of_two().clamp(1, cap.max(1));
         let chunk = n.div_ceil(threads).max(1);
-        let mut part = unsafe { s.alloc::<u64>(threads * xw) }?;
-        // SAFETY: kiln_msm_ones_*(points, sel, cls, n, chunk, out[threads]).
+        // kiln_msm_ones_* writes one partial sum per launched thread, the
+        // idle ones included (infinity), so `part` holds whole blocks: sized
+        // to `threads` it was overrun whenever threads < 128 (n < 8K at 64
+        // scalars a thread), corrupting whatever the pool had put next.
+        let mut part = unsafe { s.alloc::<u64>(blocks(threads, 128) as usize * 128 * xw) }?;
+        // SAFETY: kiln_msm_ones_*(points, sel, cls, n, chunk, out): out holds
+        // a point per launched thread (above).
         unsafe { launch(s, cv.ones, blocks(threads, 128), 128, &[Arg::U64(points), Arg::Sel(sel), Arg::U64(pcls), Arg::U32(n32), Arg::U32(chunk as u32), Arg::U64(raw(&part, s))])? };
         while threads > 1 {
             let g = threads.min(tune.sum_group);
@@ -206,29 +203,49 @@ impl GpuDevice {
     }
 }
 
-/// The serial lengths of the reduction stages: each thread of the bucket
-/// reduction, the group sums and the ones-sum walks that many points in
-/// sequence, so at small n (few threads) they set an MSM's fixed latency.
+/// The serial lengths of an MSM's stages: each accumulation thread walks
+/// `acc_chunk` sorted points, each reduction thread `reduce_run` buckets,
+/// each group sum `sum_group` points, each ones-sum thread `ones_chunk`
+/// scalars, one point operation after another. Large MSMs have threads to
+/// spare and want long runs (less fix-up and combination work); small ones
+/// are latency-bound on the longest chain. H200, G1 / G2 ms with runs of
+/// 64/64/64 against 16/8/16: 2^10 8.2 / 17.2 -> 4.7 / 11.0, 2^16 9.6 / 20.4 ->
+/// 5.1 / 12.0, 2^20 21.2 / 66.5 -> 17.3 / 59.8.
 #[derive(Clone, Copy, Debug)]
 struct Tuning {
+    acc_chunk: usize,
     reduce_run: usize,
     sum_group: usize,
     ones_chunk: usize,
 }
 
-/// The defaults, or `KILN_MSM_REDUCE_RUN` / `KILN_MSM_SUM_GROUP` /
-/// `KILN_MSM_ONES_CHUNK` (powers of two) to time variants with one binary.
-fn tuning() -> Tuning {
-    static T: std::sync::OnceLock<Tuning> = std::sync::OnceLock::new();
-    *T.get_or_init(|| {
-        let var = |k: &str, d: usize| {
-            std::env::var(k).ok().and_then(|v| v.parse::<usize>().ok()).filter(|v| v.is_power_of_two() && *v >= 2).unwrap_or(d)
+impl Tuning {
+    /// The runs for an MSM of `n` scalars; `KILN_MSM_ACC_CHUNK`,
+    /// `KILN_MSM_REDUCE_RUN`, `KILN_MSM_SUM_GROUP`, `KILN_MSM_ONES_CHUNK`
+    /// (powers of two) override them, to time variants with one binary.
+    fn for_size(n: usize) -> Tuning {
+        let small = n < 1 << 22;
+        let base = Tuning {
+            acc_chunk: if n < 1 << 18 { 32 } else { 128 },
+            reduce_run: if small { 16 } else { 64 },
+            sum_group: 8,
+            ones_chunk: if small { 16 } else { 64 },
         };
+        let o = overrides();
         Tuning {
-            reduce_run: var("KILN_MSM_REDUCE_RUN", REDUCE_RUN),
-            sum_group: var("KILN_MSM_SUM_GROUP", SUM_GROUP),
-            ones_chunk: var("KILN_MSM_ONES_CHUNK", ONES_CHUNK),
+            acc_chunk: o[0].unwrap_or(base.acc_chunk),
+            reduce_run: o[1].unwrap_or(base.reduce_run),
+            sum_group: o[2].unwrap_or(base.sum_group),
+            ones_chunk: o[3].unwrap_or(base.ones_chunk),
         }
+    }
+}
+
+fn overrides() -> [Option<usize>; 4] {
+    static O: std::sync::OnceLock<[Option<usize>; 4]> = std::sync::OnceLock::new();
+    *O.get_or_init(|| {
+        ["KILN_MSM_ACC_CHUNK", "KILN_MSM_REDUCE_RUN", "KILN_MSM_SUM_GROUP", "KILN_MSM_ONES_CHUNK"]
+            .map(|k| std::env::var(k).ok().and_then(|v| v.parse::<usize>().ok()).filter(|v| v.is_power_of_two() && *v >= 2))
     })
 }
 

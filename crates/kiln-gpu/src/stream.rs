@@ -102,9 +102,13 @@ impl GpuDevice {
     /// (at least one G2 point's worth of 64 points).
     pub fn point_streamer(&self, chunk_bytes: usize) -> Result<PointStreamer, GpuError> {
         let chunk_bytes = chunk_bytes.max(64 * G2_RAW);
+        // Plain (cacheable) pinned memory rather than cudarc's default
+        // write-combined: several CPU threads fill a staging buffer right
+        // before the copy engine reads it, and cacheable memory needs no
+        // write-combining flush between the two.
         let pin = || -> Result<PinnedHostSlice<u8>, GpuError> {
             // SAFETY: the staging bytes are written before any copy reads them.
-            Ok(unsafe { self.ctx.alloc_pinned::<u8>(chunk_bytes) }?)
+            Ok(unsafe { self.ctx.alloc_pinned_with_flags::<u8>(chunk_bytes, 0) }?)
         };
         Ok(PointStreamer { copy: self.new_stream()?, staging: [pin()?, pin()?], chunk_bytes })
     }
