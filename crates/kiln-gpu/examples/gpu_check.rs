@@ -230,7 +230,8 @@ fn stream_debug(dev: &GpuDevice, s: &GpuStream) -> Result<(), GpuError> {
     for trial in 0..24 {
         let n = r.gen_range(300..6000usize);
         let chunk = [16usize << 10, 64 << 10, 256 << 10][trial % 3];
-        let mix = if trial % 2 == 0 { Mix::Edge } else { Mix::Random };
+        let edge = trial.is_multiple_of(2);
+        let mix = if edge { Mix::Edge } else { Mix::Random };
         let chain = ChainPoints::new(&mut r);
         let scalars = make_scalars(n, mix);
         let want = G1Projective::generator() * chain.dlog(&terms(&scalars, None));
@@ -254,14 +255,10 @@ fn stream_debug(dev: &GpuDevice, s: &GpuStream) -> Result<(), GpuError> {
         let resident = dev.msm_g1(s, &dev.upload_g1(s, &pts)?, &sc, n, None)? == want;
         let ok = streamed.iter().all(|&x| x) && chunks_ok && sum == want && resident;
         bad += usize::from(!ok);
-        println!("trial {trial} n={n} chunk={chunk} {} streamed={streamed:?} chunk-msms={chunks_ok} chunk-sum={} resident={resident}", if mix_is_edge(trial) { "edge" } else { "random" }, sum == want);
+        println!("trial {trial} n={n} chunk={chunk} {} streamed={streamed:?} chunk-msms={chunks_ok} chunk-sum={} resident={resident}", if edge { "edge" } else { "random" }, sum == want);
     }
     println!("stream-debug: {bad} bad trials");
     Ok(())
-}
-
-fn mix_is_edge(trial: usize) -> bool {
-    trial % 2 == 0
 }
 
 fn main() {
