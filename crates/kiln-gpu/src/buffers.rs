@@ -19,7 +19,7 @@ const _: () = assert!(std::mem::size_of::<G2Affine>() == 192);
 /// # Safety
 /// Implement only for `#[repr(transparent)]`/`#[repr(C)]` types that are
 /// exactly `WORDS` u64s, valid for any bit pattern.
-unsafe trait Limbs: Sized {
+pub(crate) unsafe trait Limbs: Sized {
     const WORDS: usize;
 }
 // SAFETY: the asserts above and blstrs' repr(transparent) over blst's repr(C) limb structs.
@@ -33,7 +33,7 @@ unsafe impl Limbs for G2Affine {
     const WORDS: usize = 24;
 }
 
-fn as_words<T: Limbs>(v: &[T]) -> &[u64] {
+pub(crate) fn as_words<T: Limbs>(v: &[T]) -> &[u64] {
     // SAFETY: T is exactly T::WORDS initialized u64s with u64 alignment (Limbs).
     unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u64, v.len() * T::WORDS) }
 }

@@ -33,6 +33,7 @@ mod msm;
 mod ntt;
 pub mod nvml;
 mod stream;
+mod stream_check;
 
 pub use buffers::{DeviceG1, DeviceG2, DeviceScalars};
 pub use device::{DeviceInfo, DeviceSpan, GpuDevice, GpuStream};

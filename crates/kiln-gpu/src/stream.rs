@@ -23,6 +23,7 @@ use crate::device::{DeviceSpan, GpuDevice, GpuStream};
 use crate::error::GpuError;
 use crate::launch::{blocks, launch, raw, Arg};
 use crate::msm::{g1_from_xyzz, g2_from_xyzz, Curve, MsmTiming};
+use crate::stream_check;
 
 /// Bytes of one point in the `.params` encoding (uncompressed).
 const G1_RAW: usize = 96;
@@ -118,13 +119,13 @@ impl GpuDevice {
     /// already validated by the caller (on the curve, not infinity).
     pub fn msm_g1_streamed(&self, s: &GpuStream, st: &mut PointStreamer, raw: &[u8], scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<(G1Projective, MsmTiming), GpuError> {
         let conv = &self.k.points_from_raw_g1;
-        self.streamed(s, st, &self.g1_curve(), conv, G1_RAW, raw, scalars, n, bitmap, g1_from_xyzz)
+        self.streamed(s, st, &self.g1_curve(), conv, G1_RAW, raw, scalars, n, bitmap, g1_from_xyzz, stream_check::g1)
     }
 
     /// As [`GpuDevice::msm_g1_streamed`], in G2 (`raw` from the b_g2 section).
     pub fn msm_g2_streamed(&self, s: &GpuStream, st: &mut PointStreamer, raw: &[u8], scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<(G2Projective, MsmTiming), GpuError> {
         let conv = &self.k.points_from_raw_g2;
-        self.streamed(s, st, &self.g2_curve(), conv, G2_RAW, raw, scalars, n, bitmap, g2_from_xyzz)
+        self.streamed(s, st, &self.g2_curve(), conv, G2_RAW, raw, scalars, n, bitmap, g2_from_xyzz, stream_check::g2)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -140,6 +141,7 @@ impl GpuDevice {
         n: usize,
         bitmap: Option<&[u64]>,
         to_proj: fn(&[u64]) -> P,
+        check_curve: fn() -> stream_check::CheckCurve<P>,
     ) -> Result<(P, MsmTiming), GpuError> {
         let t0 = Instant::now();
         if let Some(bm) = bitmap {
@@ -169,8 +171,13 @@ impl GpuDevice {
             free_tx.send(()).and_then(|_| free_tx.send(())).expect("receiver alive");
             let PointStreamer { copy, staging, .. } = st;
             sum = std::thread::scope(|scope| -> Result<P, GpuError> {
-                let plan_ref = &plan;
-                scope.spawn(move || upload_chunks(plan_ref, raw_points, raw_bytes, copy, staging, &mut slots, free_rx, ready_tx));
+                // Only references go to the uploader: a `move` closure naming
+                // `slots` would move the slots into the thread and free them
+                // when it finishes - while the last chunk is still being read
+                // here, and with the pool free to hand that memory to this
+                // stream's next allocation (wrong last chunks on the H200).
+                let (plan_ref, slots_ref) = (&plan, &mut slots);
+                scope.spawn(move || upload_chunks(plan_ref, raw_points, raw_bytes, copy, staging, slots_ref, free_rx, ready_tx));
                 // Owned here, so that on an early return (an error) they are
                 // dropped before the scope joins the uploader, which then
                 // stops instead of waiting for a free slot forever.
@@ -185,15 +192,23 @@ impl GpuDevice {
                     // `points` has room for slot_points >= count.
                     unsafe { launch(s, conv, blocks(count, 128), 128, &[Arg::U64(slot_ptrs[slot]), Arg::U64(raw(&points, s)), Arg::U32(count as u32)])? };
                     let bits = bitmap.map(|bm| &bm[c.first / 64..]);
+                    let before_bad = if stream_check::enabled() { stream_check::converted(&check_curve(), s, c, raw_points, &points)?.1 } else { 0 };
                     // msm synchronizes `s` before returning, so the slot has
                     // been read and can be refilled.
                     let (part, _) = self.msm(s, cv, raw(&points, s), count, scalars, c.first, c.n, bits, to_proj)?;
+                    if stream_check::enabled() {
+                        let mut rerun = || self.msm(s, cv, raw(&points, s), count, scalars, c.first, c.n, bits, to_proj).map(|r| r.0);
+                        stream_check::check_chunk(&check_curve(), s, c, raw_points, &points, scalars, bitmap, before_bad, part, &mut rerun)?;
+                    }
                     acc += part;
                     let _ = free_tx.send(());
                 }
                 Ok(acc)
             })?;
             drop(points);
+            // The slots are freed on the copy stream, which has not seen the
+            // reads on `s`: those are complete (msm synchronized `s`).
+            drop(slots);
         }
         let device = span.end()?;
         Ok((sum, MsmTiming::new(device, t0.elapsed())))
