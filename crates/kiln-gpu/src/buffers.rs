@@ -44,6 +44,13 @@ fn as_words_mut<T: Limbs>(v: &mut [T]) -> &mut [u64] {
     unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u64, v.len() * T::WORDS) }
 }
 
+/// Values of `T` from their limbs (`w.len()` a multiple of `T::WORDS`).
+pub(crate) fn from_words<T: Limbs + Default + Clone>(w: &[u64]) -> Vec<T> {
+    let mut out = vec![T::default(); w.len() / T::WORDS];
+    as_words_mut(&mut out).copy_from_slice(w);
+    out
+}
+
 macro_rules! device_buffer {
     ($name:ident, $t:ty, $doc:literal) => {
         #[doc = $doc]

@@ -6,9 +6,9 @@
 //! on a GPU machine, never on in production.
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cudarc::driver::CudaSlice;
-use group::Group;
+use group::{Group, UncompressedEncoding};
 
-use crate::buffers::{as_words, DeviceScalars};
+use crate::buffers::{as_words, from_words, DeviceScalars, Limbs};
 use crate::device::GpuStream;
 use crate::error::GpuError;
 use crate::stream::Chunk;
@@ -28,38 +28,29 @@ pub(crate) struct CheckCurve<P> {
 }
 
 pub(crate) fn g1() -> CheckCurve<G1Projective> {
-    CheckCurve {
-        raw_bytes: 96,
-        decode: |raw| {
-            let pts: Vec<G1Affine> = raw.chunks(96).map(|b| G1Affine::from_uncompressed_unchecked(b.try_into().unwrap()).unwrap()).collect();
-            as_words(&pts).to_vec()
-        },
-        cpu: |w, s| {
-            let pts: Vec<G1Projective> = w.chunks(12).map(|p| G1Projective::from(words_to::<G1Affine>(p))).collect();
-            G1Projective::multi_exp(&pts, s)
-        },
-    }
+    CheckCurve { raw_bytes: 96, decode: decode::<G1Affine>, cpu: |w, s| G1Projective::multi_exp(&projective::<G1Affine, _>(w), s) }
 }
 
 pub(crate) fn g2() -> CheckCurve<G2Projective> {
-    CheckCurve {
-        raw_bytes: 192,
-        decode: |raw| {
-            let pts: Vec<G2Affine> = raw.chunks(192).map(|b| G2Affine::from_uncompressed_unchecked(b.try_into().unwrap()).unwrap()).collect();
-            as_words(&pts).to_vec()
-        },
-        cpu: |w, s| {
-            let pts: Vec<G2Projective> = w.chunks(24).map(|p| G2Projective::from(words_to::<G2Affine>(p))).collect();
-            G2Projective::multi_exp(&pts, s)
-        },
-    }
+    CheckCurve { raw_bytes: 192, decode: decode::<G2Affine>, cpu: |w, s| G2Projective::multi_exp(&projective::<G2Affine, _>(w), s) }
 }
 
-fn words_to<T: Copy>(w: &[u64]) -> T {
-    assert_eq!(std::mem::size_of_val(w), std::mem::size_of::<T>());
-    // SAFETY: T is a blst affine point (plain u64 limbs, any bit pattern
-    // valid), exactly as large as `w` (asserted).
-    unsafe { std::ptr::read_unaligned(w.as_ptr() as *const T) }
+/// Raw points (validated by the caller) -> blst affine words.
+fn decode<A: UncompressedEncoding + Limbs>(raw: &[u8]) -> Vec<u64> {
+    let size = A::Uncompressed::default().as_ref().len();
+    let pts: Vec<A> = raw
+        .chunks(size)
+        .map(|b| {
+            let mut enc = A::Uncompressed::default();
+            enc.as_mut().copy_from_slice(b);
+            A::from_uncompressed_unchecked(&enc).unwrap()
+        })
+        .collect();
+    as_words(&pts).to_vec()
+}
+
+fn projective<A: Limbs + Default + Clone, P: From<A>>(w: &[u64]) -> Vec<P> {
+    from_words::<A>(w).into_iter().map(P::from).collect()
 }
 
 /// Checks one chunk after its MSM gave `part`; `rerun` runs the chunk's MSM
@@ -80,7 +71,7 @@ pub(crate) fn check_chunk<P: Group>(
     let count = c.points.len();
     let (want_pts, bad_pts) = converted(cc, s, c, raw_points, points)?;
     let sc_words = s.clone_dtoh(&scalars.buf.slice(c.first * 4..(c.first + c.n) * 4))?;
-    let sc: Vec<Scalar> = sc_words.chunks(4).map(words_to::<Scalar>).collect();
+    let sc: Vec<Scalar> = from_words(&sc_words);
     let used: Vec<Scalar> = (0..c.n).filter(|&i| bitmap.is_none_or(|b| b[(c.first + i) / 64] >> ((c.first + i) % 64) & 1 == 1)).map(|i| sc[i]).collect();
     if used.len() != count {
         eprintln!("stream-check: chunk first={} n={} uses {} points, the plan says {count}", c.first, c.n, used.len());
@@ -105,3 +96,26 @@ pub(crate) fn converted<P>(cc: &CheckCurve<P>, s: &GpuStream, c: &Chunk, raw_poi
     Ok((want, bad))
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use group::Curve;
+
+    /// The CPU side of the check: raw encoding -> words -> points and sums
+    /// agree with blstrs on both curves.
+    #[test]
+    fn decode_and_cpu_sum_match_blstrs() {
+        let s: Vec<Scalar> = (1..=5u64).map(Scalar::from).collect();
+        let p1: Vec<G1Projective> = (1..=5u64).map(|k| G1Projective::generator() * Scalar::from(k * 7)).collect();
+        let raw1: Vec<u8> = p1.iter().flat_map(|p| p.to_affine().to_uncompressed()).collect();
+        let w1 = (g1().decode)(&raw1);
+        assert_eq!(projective::<G1Affine, G1Projective>(&w1), p1);
+        assert_eq!((g1().cpu)(&w1, &s), G1Projective::multi_exp(&p1, &s));
+        let p2: Vec<G2Projective> = (1..=5u64).map(|k| G2Projective::generator() * Scalar::from(k * 11)).collect();
+        let raw2: Vec<u8> = p2.iter().flat_map(|p| p.to_affine().to_uncompressed()).collect();
+        let w2 = (g2().decode)(&raw2);
+        assert_eq!(projective::<G2Affine, G2Projective>(&w2), p2);
+        assert_eq!((g2().cpu)(&w2, &s), G2Projective::multi_exp(&p2, &s));
+    }
+}
