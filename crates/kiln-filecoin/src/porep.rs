@@ -17,11 +17,12 @@ use filecoin_proofs_api::seal::SealCommitPhase1Output;
 use filecoin_proofs_api::{ApiFeature, RegisteredSealProof};
 use kiln_groth16::ProvedProof;
 use kiln_pipeline::{JobSource, SrsSpec};
-use kiln_synth::{Assignment, AssignmentBuffers, SynthContext, SynthError};
+use bellperson::{ConstraintSystem, SynthesisError};
+use kiln_synth::{Assignment, AssignmentBuffers, SegmentedCircuit, SynthContext, SynthError};
 use serde::Deserialize;
 use storage_proofs_core::compound_proof::CompoundProof;
 use storage_proofs_core::merkle::MerkleTreeTrait;
-use storage_proofs_porep::stacked::{self, StackedCompound, StackedDrg};
+use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, StackedDrg};
 
 use crate::ni_porep::{self, Aggregation};
 use crate::params::ParamSet;
@@ -163,6 +164,68 @@ fn build<Tree: 'static + MerkleTreeTrait>(c1: SealCommitPhase1Output) -> Result<
     Ok(Arc::new(PorepJob { params, pub_inputs, pub_params, vanilla, ni, _tree: PhantomData }))
 }
 
+type TreeDomain<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
+
+/// One partition's circuit, filecoin-proofs' `StackedCircuit`, seen as a
+/// [`SegmentedCircuit`]: its prefix allocates the public commitments and
+/// checks comm_r = H(comm_c, comm_r_last); then one segment per challenge,
+/// each using only the prefix's variables. So once the circuit is compiled,
+/// the challenges' witnesses (SHA-256 labels, Merkle paths) are computed on
+/// every core at once instead of one after the other. Each part is the
+/// circuit itself, made by `StackedCircuit::synthesize` with the same
+/// commitments and a subset of the challenges (none for the prefix alone).
+struct PorepPartition<'a, Tree: 'static + MerkleTreeTrait> {
+    replica_id: TreeDomain<Tree>,
+    comm_d: DefaultPieceDomain,
+    comm_r: TreeDomain<Tree>,
+    comm_r_last: TreeDomain<Tree>,
+    comm_c: TreeDomain<Tree>,
+    challenges: &'a [VanillaSealProof<Tree>],
+}
+
+impl<'a, Tree: 'static + MerkleTreeTrait> PorepPartition<'a, Tree> {
+    /// The values `StackedCompound::circuit` builds its circuit from, with
+    /// its consistency checks.
+    fn new(pub_inputs: &PubInputs<Tree>, challenges: &'a [VanillaSealProof<Tree>]) -> Result<Self, String> {
+        let first = challenges.first().ok_or("no vanilla proofs")?;
+        let (comm_r_last, comm_c) = (first.comm_r_last(), first.comm_c());
+        if challenges.iter().any(|p| p.comm_r_last() != comm_r_last) {
+            return Err("inconsistent comm_r_lasts".into());
+        }
+        if challenges.iter().any(|p| p.comm_c() != comm_c) {
+            return Err("inconsistent comm_cs".into());
+        }
+        let tau = pub_inputs.tau.as_ref().ok_or("no comm_d and comm_r in the public inputs")?;
+        Ok(PorepPartition { replica_id: pub_inputs.replica_id, comm_d: tau.comm_d, comm_r: tau.comm_r, comm_r_last, comm_c, challenges })
+    }
+
+    fn synthesize_challenges<CS: ConstraintSystem<Fr>>(&self, cs: &mut CS, challenges: &[VanillaSealProof<Tree>]) -> Result<(), SynthesisError> {
+        StackedCircuit::<Tree, DefaultPieceHasher>::synthesize(
+            cs,
+            Some(self.replica_id),
+            Some(self.comm_d),
+            Some(self.comm_r),
+            Some(self.comm_r_last),
+            Some(self.comm_c),
+            challenges.iter().cloned().map(Into::into).collect(),
+        )
+    }
+}
+
+impl<Tree: 'static + MerkleTreeTrait> SegmentedCircuit for PorepPartition<'_, Tree> {
+    fn segments(&self) -> usize {
+        self.challenges.len()
+    }
+
+    fn synthesize_whole<CS: ConstraintSystem<Fr>>(&self, cs: &mut CS) -> Result<(), SynthesisError> {
+        self.synthesize_challenges(cs, self.challenges)
+    }
+
+    fn synthesize_part<CS: ConstraintSystem<Fr>>(&self, cs: &mut CS, segment: Option<usize>) -> Result<(), SynthesisError> {
+        self.synthesize_challenges(cs, segment.map_or(&[][..], |k| &self.challenges[k..=k]))
+    }
+}
+
 impl<Tree: 'static + MerkleTreeTrait> JobSource for PorepJob<Tree> {
     fn kind_label(&self) -> &str {
         if self.ni.is_some() {
@@ -182,17 +245,8 @@ impl<Tree: 'static + MerkleTreeTrait> JobSource for PorepJob<Tree> {
 
     fn synthesize(&self, i: usize, buffers: AssignmentBuffers, ctx: SynthContext<'_>) -> Result<Assignment, SynthError> {
         let _span = tracing::debug_span!("porep_partition", partition = i).entered();
-        let build = || {
-            <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::circuit(
-                &self.pub_inputs,
-                (),
-                &self.vanilla[i],
-                &self.pub_params,
-                Some(i),
-            )
-            .map_err(|e| circuit_error(format!("PoRep partition {i}: {e:#}")))
-        };
-        ctx.synthesize(build, buffers)
+        let partition = PorepPartition::<Tree>::new(&self.pub_inputs, &self.vanilla[i]).map_err(|e| circuit_error(format!("PoRep partition {i}: {e}")))?;
+        ctx.synthesize_segmented(&partition, buffers)
     }
 
     fn finalize(&self, proofs: Vec<ProvedProof>) -> Result<Vec<u8>, String> {

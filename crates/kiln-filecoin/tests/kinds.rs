@@ -97,6 +97,27 @@ fn every_kind_becomes_a_job_of_the_right_shape() {
     assert_ne!(ids[2], ids[3], "WindowPoSt and WinningPoSt have different circuits");
 }
 
+/// PoRep's challenges are synthesized in parallel once the circuit is
+/// compiled: that assignment equals the whole circuit's ordinary synthesis
+/// bit for bit (the ordinary one is what the e2e test proves and
+/// filecoin-proofs' verify_seal accepts).
+#[test]
+fn porep_challenges_in_parallel_give_the_ordinary_assignment() {
+    let j = job(&payload(PayloadKind::PorepSealCommit)).unwrap();
+    let want = j.synthesize(0, AssignmentBuffers::heap(), SynthContext::plain()).unwrap();
+    let cache = CircuitCache::unbounded();
+    for round in 0..3 {
+        let got = j.synthesize(0, AssignmentBuffers::heap(), cache.context("porep-2k", usize::MAX)).unwrap();
+        assert_eq!(got.shape(), want.shape(), "round {round}");
+        assert_eq!(got.input, want.input, "round {round}");
+        assert!(got.aux() == want.aux(), "round {round}: aux differs");
+        assert!((got.a(), got.b(), got.c()) == (want.a(), want.b(), want.c()), "round {round}: a/b/c differ");
+    }
+    let s = cache.stats();
+    assert_eq!((s.compiles, s.compiled_syntheses, s.segmented_syntheses, s.plain_syntheses, s.structure_changes), (1, 2, 2, 0, 0));
+    want.check_satisfied().unwrap();
+}
+
 #[test]
 fn window_post_is_proved_by_kiln_and_accepted_by_filecoin_proofs() {
     let p = payload(PayloadKind::WindowPostPartition);

@@ -148,6 +148,9 @@ pub(crate) fn prometheus_text(status: &EngineStatus) -> String {
         ("{path=\"compiled\"}".into(), c.compiled_syntheses as f64),
         ("{path=\"ordinary\"}".into(), c.plain_syntheses as f64),
     ]);
+    family("kiln_parallel_witness_syntheses_total", "counter",
+        "Compiled syntheses whose circuit segments (e.g. PoRep challenges) computed their witnesses in parallel.",
+        one(c.segmented_syntheses as f64));
     family("kiln_compiled_circuit_refusals_total", "counter",
         "Circuits not compiled (no memory, too large) or dropped (an instance changed shape).",
         one((c.refusals + c.structure_changes) as f64));

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use bellpepper_core::Circuit;
 use blstrs::Scalar;
 
-use crate::compiled::{CompiledR1cs, Retry};
+use crate::compiled::{CompiledR1cs, Retry, SegmentedCircuit, Whole};
 use crate::{synthesize, Assignment, AssignmentBuffers, SynthError};
 
 /// What keeps a cached circuit's memory accounted for, e.g. a memory-budget
@@ -67,6 +67,7 @@ pub struct CircuitCache {
     tick: AtomicU64,
     compiles: AtomicU64,
     compiled_syntheses: AtomicU64,
+    segmented_syntheses: AtomicU64,
     plain_syntheses: AtomicU64,
     structure_changes: AtomicU64,
     refusals: AtomicU64,
@@ -90,6 +91,8 @@ pub struct CircuitCacheStats {
     pub compiles: u64,
     /// Syntheses that took the compiled path.
     pub compiled_syntheses: u64,
+    /// Of those, syntheses of a [`SegmentedCircuit`] whose segments' witnesses ran in parallel.
+    pub segmented_syntheses: u64,
     /// Syntheses done the ordinary way (not compiled yet, compiling elsewhere, refused).
     pub plain_syntheses: u64,
     /// Instances whose shape differed from the recorded one (a circuit bug).
@@ -114,6 +117,7 @@ impl CircuitCache {
             tick: AtomicU64::new(0),
             compiles: AtomicU64::new(0),
             compiled_syntheses: AtomicU64::new(0),
+            segmented_syntheses: AtomicU64::new(0),
             plain_syntheses: AtomicU64::new(0),
             structure_changes: AtomicU64::new(0),
             refusals: AtomicU64::new(0),
@@ -174,6 +178,7 @@ impl CircuitCache {
             bytes,
             compiles: self.compiles.load(Ordering::Relaxed),
             compiled_syntheses: self.compiled_syntheses.load(Ordering::Relaxed),
+            segmented_syntheses: self.segmented_syntheses.load(Ordering::Relaxed),
             plain_syntheses: self.plain_syntheses.load(Ordering::Relaxed),
             structure_changes: self.structure_changes.load(Ordering::Relaxed),
             refusals: self.refusals.load(Ordering::Relaxed),
@@ -300,6 +305,25 @@ impl SynthContext<'_> {
         C: Circuit<Scalar>,
         F: Fn() -> Result<C, SynthError>,
     {
+        self.run(&make, |_, r1cs, buffers| r1cs.try_synthesize(make()?, buffers), buffers)
+    }
+
+    /// [`synthesize`](Self::synthesize) for a [`SegmentedCircuit`]: once
+    /// its structure is compiled, its segments' witnesses are computed in
+    /// parallel. The first synthesis (the recording) and the ordinary path
+    /// run it whole, on one thread.
+    pub fn synthesize_segmented<S: SegmentedCircuit>(&self, circuit: &S, buffers: AssignmentBuffers) -> Result<Assignment, SynthError> {
+        self.run(&|| Ok(Whole(circuit)), |cache, r1cs, buffers| r1cs.try_synthesize_segmented(circuit, buffers, &cache.segmented_syntheses), buffers)
+    }
+
+    /// The cache's decision: `make`'s circuit the ordinary or the recording
+    /// way, or `compiled` against a recorded structure.
+    fn run<C, F, P>(&self, make: &F, compiled: P, buffers: AssignmentBuffers) -> Result<Assignment, SynthError>
+    where
+        C: Circuit<Scalar>,
+        F: Fn() -> Result<C, SynthError>,
+        P: FnOnce(&CircuitCache, &CompiledR1cs, AssignmentBuffers) -> Result<Result<Assignment, Retry>, SynthError>,
+    {
         let Some((cache, key, allowance)) = self.cache else {
             return synthesize(make()?, buffers);
         };
@@ -309,7 +333,7 @@ impl SynthContext<'_> {
         };
         match cache.lookup(key) {
             Lookup::Plain => plain(buffers),
-            Lookup::Ready(r1cs) => match r1cs.try_synthesize(make()?, buffers)? {
+            Lookup::Ready(r1cs) => match compiled(cache, &r1cs, buffers)? {
                 Ok(a) => {
                     cache.compiled_syntheses.fetch_add(1, Ordering::Relaxed);
                     Ok(a)

@@ -42,7 +42,7 @@ pub mod workload;
 
 pub use buffer::{AssignmentBuffers, ScalarBuffer};
 pub use cache::{Admission, CircuitCache, CircuitCacheStats, SynthContext};
-pub use compiled::{CompileLimit, CompiledR1cs};
+pub use compiled::{CompileLimit, CompiledR1cs, SegmentedCircuit, Whole};
 pub use density::Density;
 pub use shape::CircuitShape;
 

@@ -28,9 +28,11 @@
 //! ```
 
 mod matrix;
+mod segmented;
 mod witness;
 
 pub use matrix::CompileLimit;
+pub use segmented::{SegmentedCircuit, Whole};
 
 use bellpepper_core::{Circuit, ConstraintSystem, Index, Variable};
 use blstrs::Scalar;

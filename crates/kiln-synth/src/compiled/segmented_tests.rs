@@ -1,0 +1,120 @@
+use bellpepper_core::{ConstraintSystem, SynthesisError};
+use blstrs::Scalar;
+use ff::Field;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use super::SegmentedCircuit;
+use crate::{synthesize, Assignment, AssignmentBuffers, CircuitCache, Whole};
+
+/// A prefix (an input and its square) and `segments` chains: each takes
+/// its own input, multiplies it by the prefix's square and squares the
+/// result `len` times (plus `k % 2` more when `uneven`). `lie` makes a
+/// segment's run compute a different prefix than the whole circuit does.
+struct Chains {
+    seed: u64,
+    segments: usize,
+    len: usize,
+    uneven: bool,
+    lie: bool,
+}
+
+impl Chains {
+    fn value(&self, what: u64) -> Scalar {
+        Scalar::random(ChaCha8Rng::seed_from_u64(self.seed * 1000 + what))
+    }
+
+    fn prefix<CS: ConstraintSystem<Scalar>>(&self, cs: &mut CS, lie: bool) -> Result<(bellpepper_core::Variable, Scalar), SynthesisError> {
+        let x = self.value(0) + if lie { Scalar::ONE } else { Scalar::ZERO };
+        let xv = cs.alloc_input(|| "x", || Ok(x))?;
+        let p = x.square();
+        let pv = cs.alloc(|| "p", || Ok(p))?;
+        cs.enforce(|| "p = x^2", |lc| lc + xv, |lc| lc + xv, |lc| lc + pv);
+        Ok((pv, p))
+    }
+
+    fn segment<CS: ConstraintSystem<Scalar>>(&self, cs: &mut CS, k: usize, (pv, p): (bellpepper_core::Variable, Scalar)) -> Result<(), SynthesisError> {
+        let y = self.value(1 + k as u64);
+        let yv = cs.alloc_input(|| "y", || Ok(y))?;
+        let mut v = p * y;
+        let mut vv = cs.alloc(|| "v", || Ok(v))?;
+        cs.enforce(|| "v = p y", |lc| lc + pv, |lc| lc + yv, |lc| lc + vv);
+        for _ in 0..self.len + if self.uneven { k % 2 } else { 0 } {
+            let w = v.square();
+            let wv = cs.alloc(|| "w", || Ok(w))?;
+            cs.enforce(|| "w = v^2", |lc| lc + vv, |lc| lc + vv, |lc| lc + wv);
+            (v, vv) = (w, wv);
+        }
+        Ok(())
+    }
+}
+
+impl SegmentedCircuit for Chains {
+    fn segments(&self) -> usize {
+        self.segments
+    }
+
+    fn synthesize_whole<CS: ConstraintSystem<Scalar>>(&self, cs: &mut CS) -> Result<(), SynthesisError> {
+        let p = self.prefix(cs, false)?;
+        (0..self.segments).try_for_each(|k| self.segment(cs, k, p))
+    }
+
+    fn synthesize_part<CS: ConstraintSystem<Scalar>>(&self, cs: &mut CS, segment: Option<usize>) -> Result<(), SynthesisError> {
+        let p = self.prefix(cs, self.lie && segment.is_some())?;
+        segment.map_or(Ok(()), |k| self.segment(cs, k, p))
+    }
+}
+
+fn assert_same(x: &Assignment, y: &Assignment) {
+    assert_eq!(x.shape(), y.shape());
+    assert_eq!(x.input, y.input);
+    assert_eq!(x.aux(), y.aux());
+    assert_eq!((x.a(), x.b(), x.c()), (y.a(), y.b(), y.c()));
+}
+
+/// The segmented witness equals the whole circuit's ordinary synthesis,
+/// and its segments really took the parallel path (no structure change, no
+/// plain fallback).
+#[test]
+fn segments_in_parallel_give_the_whole_circuits_assignment() {
+    for (segments, len) in [(1, 5), (2, 1), (7, 30), (16, 3)] {
+        let cache = CircuitCache::unbounded();
+        for seed in 1..4 {
+            let c = Chains { seed, segments, len, uneven: false, lie: false };
+            let got = cache.context("chains", usize::MAX).synthesize_segmented(&c, AssignmentBuffers::heap()).unwrap();
+            let want = synthesize(Whole(&c), AssignmentBuffers::heap()).unwrap();
+            assert_same(&got, &want);
+            got.check_satisfied().unwrap();
+        }
+        let s = cache.stats();
+        assert_eq!((s.compiles, s.compiled_syntheses, s.segmented_syntheses, s.plain_syntheses, s.structure_changes), (1, 2, 2, 0, 0), "{segments} segments");
+    }
+}
+
+/// Segments of different shapes cannot be placed before they run: the
+/// compiled path then runs the whole circuit on one thread, still exact.
+#[test]
+fn uneven_segments_fall_back_to_one_thread() {
+    let cache = CircuitCache::unbounded();
+    for seed in 1..4 {
+        let c = Chains { seed, segments: 5, len: 4, uneven: true, lie: false };
+        let got = cache.context("uneven", usize::MAX).synthesize_segmented(&c, AssignmentBuffers::heap()).unwrap();
+        assert_same(&got, &synthesize(Whole(&c), AssignmentBuffers::heap()).unwrap());
+    }
+    let s = cache.stats();
+    assert_eq!((s.compiled_syntheses, s.segmented_syntheses, s.structure_changes), (2, 0, 0));
+}
+
+/// A circuit that breaks the contract (its segments recompute a different
+/// prefix) is caught and synthesized the ordinary way, never mixed.
+#[test]
+fn a_prefix_that_differs_in_a_segment_is_caught() {
+    let cache = CircuitCache::unbounded();
+    let honest = Chains { seed: 9, segments: 4, len: 6, uneven: false, lie: false };
+    cache.context("liar", usize::MAX).synthesize_segmented(&honest, AssignmentBuffers::heap()).unwrap();
+    let liar = Chains { lie: true, ..honest };
+    let got = cache.context("liar", usize::MAX).synthesize_segmented(&liar, AssignmentBuffers::heap()).unwrap();
+    assert_same(&got, &synthesize(Whole(&liar), AssignmentBuffers::heap()).unwrap());
+    let s = cache.stats();
+    assert_eq!((s.structure_changes, s.plain_syntheses, s.segmented_syntheses), (1, 1, 0));
+}
