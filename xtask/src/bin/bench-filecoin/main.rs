@@ -37,6 +37,7 @@ mod bench_support;
 mod kiln_side;
 mod peer;
 mod report;
+mod synth_only;
 
 use kiln_side::KilnSetup;
 use report::{render_table, KindReport, PeerOutcome};
@@ -74,6 +75,10 @@ struct Args {
     /// Do not run the peer.
     #[arg(long)]
     no_peer: bool,
+    /// Only time kiln's synthesis on this host's CPU, this many witness-only
+    /// runs per kind after the recording one (no parameters, no GPU, no peer).
+    #[arg(long)]
+    synth_only: Option<usize>,
     /// Write table.md, results.json and proofs.jsonl here.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -179,6 +184,25 @@ generate_single_window_post_with_vanilla, generate_winning_post_with_vanilla): s
 filecoin-proofs' own checks (PoRep: the vanilla proofs before, verify_seal after). \
 Then every proof of both is verified by filecoin-proofs' verifier, outside the times.";
 
+/// `--synth-only`: synthesis times per kind, one line each, and
+/// `synthesis.json` in `--out`.
+fn synth_only_run(payloads: &[Payload], timed: usize, args: &Args) -> Result<()> {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    println!("kiln synthesis only, host {cores} cores, rayon threads {}", rayon::current_num_threads());
+    let mut all = Vec::new();
+    for p in payloads {
+        let job = kiln_side::job_for(p).map_err(|e| anyhow!("{:?} payload: {e}", p.proof_kind))?;
+        let t = synth_only::run(&job, timed)?;
+        println!("{}", t.line());
+        all.push(t.json());
+    }
+    if let Some(d) = &args.out {
+        std::fs::create_dir_all(d)?;
+        std::fs::write(d.join("synthesis.json"), serde_json::to_string_pretty(&json!({"host_cores": cores, "kinds": all}))?)?;
+    }
+    Ok(())
+}
+
 fn main() -> Result<()> {
     START.get_or_init(Instant::now);
     let args = Args::parse();
@@ -198,6 +222,9 @@ fn main() -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     let size = kiln_filecoin::registered::sector_size_name(payloads.first().map(|p| p.sector_size).context("no kinds")?);
     progress(&format!("{} kinds at {size} from {}; parameters in {}", payloads.len(), args.inputs.display(), cache.display()));
+    if let Some(timed) = args.synth_only {
+        return synth_only_run(&payloads, timed, &args);
+    }
     ensure_params(&payloads)?;
     if args.params_only {
         progress("parameters ready (--params-only)");

@@ -1,0 +1,86 @@
+//! `--synth-only`: the CPU half of a Filecoin proof on its own. Per kind,
+//! partition 0 is synthesized once the recording way (the compiled path's
+//! first time) and then `timed` times the witness-only way, which is what
+//! every later partition against the same parameters costs; then all
+//! partitions at once on the engine's synthesis workers. Needs no
+//! parameters and no GPU, so the witness code can be measured on any host.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{anyhow, Result};
+use kiln_pipeline::JobSource;
+use kiln_synth::{AssignmentBuffers, CircuitCache};
+use rayon::prelude::*;
+use serde_json::json;
+
+use crate::report::median;
+
+/// One kind's synthesis times (ms).
+pub struct SynthTimes {
+    pub label: String,
+    pub partitions: usize,
+    pub compile_ms: f64,
+    pub witness_ms: Vec<f64>,
+    pub all_partitions_ms: f64,
+    /// Witness-only syntheses whose circuit segments ran in parallel.
+    pub segmented: u64,
+    pub shape: kiln_synth::CircuitShape,
+}
+
+impl SynthTimes {
+    pub fn json(&self) -> serde_json::Value {
+        json!({"kind": self.label, "partitions": self.partitions, "compile_ms": self.compile_ms,
+               "witness_ms": self.witness_ms, "witness_median_ms": median(&self.witness_ms),
+               "all_partitions_ms": self.all_partitions_ms,
+               "segmented_syntheses": self.segmented, "shape": format!("{:?}", self.shape)})
+    }
+
+    pub fn line(&self) -> String {
+        format!(
+            "{}: {} partition(s) of {:?}; partition 0 recorded in {:.1} ms, then witness-only {:.1} ms (median of {}, {} with parallel segments); all partitions at once {:.1} ms",
+            self.label,
+            self.partitions,
+            self.shape,
+            self.compile_ms,
+            median(&self.witness_ms).unwrap_or(f64::NAN),
+            self.witness_ms.len(),
+            self.segmented,
+            self.all_partitions_ms
+        )
+    }
+}
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+/// Synthesis times of `payload`'s job (see the module doc).
+pub fn run(job: &Arc<dyn JobSource>, timed: usize) -> Result<SynthTimes> {
+    let label = job.kind_label().to_string();
+    let cache = CircuitCache::unbounded();
+    let key = format!("synth-only-{label}");
+    let shape = std::sync::Mutex::new(None);
+    let once = |i: usize| -> Result<f64> {
+        let t = Instant::now();
+        let asg = job
+            .synthesize(i, AssignmentBuffers::heap(), cache.context(&key, usize::MAX))
+            .map_err(|e| anyhow!("{label} partition {i}: {e}"))?;
+        let elapsed = ms(t);
+        asg.check_satisfied().map_err(|e| anyhow!("{label} partition {i}: a*b != c: {e}"))?;
+        *shape.lock().unwrap() = Some(asg.shape());
+        Ok(elapsed)
+    };
+    let compile_ms = once(0)?;
+    let witness_ms = (0..timed).map(|_| once(0)).collect::<Result<Vec<_>>>()?;
+    let stats = cache.stats();
+    if stats.compiled_syntheses < timed as u64 {
+        return Err(anyhow!("{label}: the witness-only path was not taken ({stats:?})"));
+    }
+    let t = Instant::now();
+    (0..job.num_partitions()).into_par_iter().map(once).collect::<Result<Vec<_>>>()?;
+    let all_partitions_ms = ms(t);
+    let shape = shape.into_inner().unwrap().expect("partition 0 was synthesized");
+    let segmented = cache.stats().segmented_syntheses;
+    Ok(SynthTimes { label, partitions: job.num_partitions(), compile_ms, witness_ms, all_partitions_ms, segmented, shape })
+}
