@@ -218,7 +218,7 @@ impl CompiledR1cs {
             aux: self.num_aux.checked_sub(prefix.aux)?,
             constraints: constraints.checked_sub(prefix.constraints)?,
         };
-        let even = |n: usize| (segments > 0 && n % segments == 0).then(|| n / segments);
+        let even = |n: usize| (segments > 0 && n.is_multiple_of(segments)).then(|| n / segments);
         let seg = Sizes { inputs: even(rest.inputs)?, aux: even(rest.aux)?, constraints: even(rest.constraints)? };
         (seg.aux > 0).then_some(seg)
     }
