@@ -43,17 +43,57 @@ pub fn msm_windows(c: u32) -> u32 {
     256u32.div_ceil(c)
 }
 
+/// Sorted points each bucket-accumulation thread adds up one after another
+/// (the default; `KILN_MSM_ACC_CHUNK` overrides it): short runs while there
+/// are threads to spare, longer ones once the windows fill the device.
+pub fn msm_acc_chunk(n: usize) -> usize {
+    if n < 1 << 18 { 32 } else { 128 }
+}
+
+/// Buckets each reduction thread weighs and sums one after another (the
+/// default; `KILN_MSM_REDUCE_RUN` overrides it).
+pub fn msm_reduce_run(n: usize) -> usize {
+    if n < 1 << 22 { 16 } else { 64 }
+}
+
+/// `KILN_MSM_WINDOW` (2..=20), read once: a window size that replaces
+/// [`msm_window_bits`]'s choice for every MSM, to time the choice against
+/// its neighbours with one binary. `None` when unset or out of range.
+pub fn msm_window_override() -> Option<u32> {
+    static W: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    *W.get_or_init(|| std::env::var("KILN_MSM_WINDOW").ok().and_then(|v| v.parse::<u32>().ok()).filter(|c| (2..=20).contains(c)))
+}
+
 /// Window size for an MSM of n (non-trivial) scalars on a device with
-/// `sm_count` multiprocessors: minimizes the point additions, W * (n + 3B)
-/// (bucket accumulation plus the running-sum reduction, B = 2^(c-1) buckets),
-/// inflated when W * B bucket threads cannot fill the device.
-pub fn msm_window_bits(n: usize, sm_count: u32) -> u32 {
+/// `sm_count` multiprocessors, accumulation chunks of `acc_chunk` points:
+/// minimizes the point additions, W * (n + 3B) (bucket accumulation plus
+/// the running-sum reduction, B = 2^(c-1) buckets), inflated when W * B
+/// bucket threads cannot fill the device, plus the top window's serial
+/// chain where it is the longest one.
+///
+/// The top window holds only scalar bits [(W-1)c, 255) and a carry, so
+/// about 2^(255-(W-1)c) buckets (1 when c divides 255) share all n points;
+/// each such bucket spans n / (buckets * acc_chunk) accumulation chunks whose
+/// partial sums one thread adds one after another (`bucket_fix`). Chains no
+/// longer than the reduction's runs ([`msm_reduce_run`]) add nothing to the
+/// critical path; past that, each serial addition costs about half a
+/// device-full of parallel ones (H200: ~35 us against ~1 ns per parallel
+/// addition). H200, G1 / G2 ms, random scalars (2026-12-03): 262,000
+/// scalars at c = 14 (8 top buckets, chains of 1023) 44.1 / 88.2, at
+/// c = 16 7.6 / 20.5; 2^23 at c = 19 (chains of 256) 118.8 / 413.0, at
+/// c = 20 111.2 / 371.9; and where the chains are short the smaller window
+/// stays faster (2^10: c = 12 3.8 / 6.6, c = 13 4.8 / 7.8; 2^17: c = 13
+/// 5.7 / 14.5, c = 16 6.8 / 15.3).
+pub fn msm_window_bits(n: usize, sm_count: u32, acc_chunk: usize) -> u32 {
     let fill = (sm_count.max(1) as f64) * 512.0;
+    let free = msm_reduce_run(n) as f64;
     let mut best = (f64::MAX, 2);
     for c in 2..=20u32 {
         let w = msm_windows(c) as f64;
         let b = (1u64 << (c - 1)) as f64;
-        let cost = w * (n as f64 + 3.0 * b) * (fill / (w * b)).max(1.0);
+        let top_buckets = 2f64.powi((255 - (msm_windows(c) as i32 - 1) * c as i32).max(0));
+        let chain = (n as f64 / (top_buckets * acc_chunk.max(1) as f64)).max(1.0);
+        let cost = w * (n as f64 + 3.0 * b) * (fill / (w * b)).max(1.0) + (chain - free).max(0.0) * fill / 2.0;
         if cost < best.0 {
             best = (cost, c);
         }
@@ -126,11 +166,29 @@ mod tests {
     #[test]
     fn window_bits_reasonable() {
         for log_n in 0..=27 {
-            let c = msm_window_bits(1 << log_n, 132);
+            let c = msm_window_bits(1 << log_n, 132, msm_acc_chunk(1 << log_n));
             assert!((2..=20).contains(&c));
             assert!(msm_windows(c) * c >= 256);
         }
-        assert!(msm_window_bits(1 << 26, 132) >= 16);
+        assert!(msm_window_bits(1 << 26, 132, 128) >= 16);
+    }
+
+    /// No size gets a window whose top window leaves a few buckets with
+    /// long serial chains (the 2^18 fault: c = 14, 8 top buckets).
+    #[test]
+    fn top_window_chains_stay_short() {
+        for log_n in 0..=27 {
+            let n = 1usize << log_n;
+            let k = msm_acc_chunk(n);
+            let c = msm_window_bits(n, 132, k);
+            let top = (255 - (msm_windows(c) as i32 - 1) * c as i32).max(0);
+            let chain = (n >> top.min(40)) / k;
+            assert!(chain <= 64, "2^{log_n}: c = {c}, top window of {top} bits, chains of {chain}");
+        }
+        // The choices measured best on the H200 (see msm_window_bits).
+        for (n, c) in [(1 << 10, 12), (1 << 17, 13), (262_000, 16), (1 << 23, 20)] {
+            assert_eq!(msm_window_bits(n, 132, msm_acc_chunk(n)), c, "n = {n}");
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@ use group::Group;
 use crate::buffers::{DeviceG1, DeviceG2, DeviceScalars};
 use crate::device::{DeviceSpan, GpuDevice, GpuStream};
 use crate::error::GpuError;
-use crate::host::{bitmap_prefix, msm_window_bits, msm_windows};
+use crate::host::{bitmap_prefix, msm_acc_chunk, msm_reduce_run, msm_window_bits, msm_window_override, msm_windows};
 use crate::launch::{blocks, launch, raw, Arg, Selection};
 
 /// Which curve: its kernels and the size of one XYZZ point in u64 words.
@@ -116,7 +116,8 @@ impl GpuDevice {
             None => Selection::default(),
         };
         let mut prof = Profile::new(s);
-        let c = msm_window_bits(n, self.info.sm_count);
+        let tune = Tuning::for_size(n);
+        let c = msm_window_override().unwrap_or_else(|| msm_window_bits(n, self.info.sm_count, tune.acc_chunk));
         let w = msm_windows(c) as usize;
         let nb = 1usize << (c - 1);
         let xw = cv.xyzz_words;
@@ -129,7 +130,6 @@ impl GpuDevice {
         let sorted = unsafe { s.alloc::<u32>((w * n).max(1)) }?;
         // Zero = infinity: empty buckets are never written.
         let buckets = s.alloc_zeros::<u64>(w * nb * xw)?;
-        let tune = Tuning::for_size(n);
         let chunks = w * n.div_ceil(tune.acc_chunk);
         let first = unsafe { s.alloc::<u64>(chunks.max(1) * xw) }?;
         let last = unsafe { s.alloc::<u64>(chunks.max(1) * xw) }?;
@@ -226,8 +226,8 @@ impl Tuning {
     fn for_size(n: usize) -> Tuning {
         let small = n < 1 << 22;
         let base = Tuning {
-            acc_chunk: if n < 1 << 18 { 32 } else { 128 },
-            reduce_run: if small { 16 } else { 64 },
+            acc_chunk: msm_acc_chunk(n),
+            reduce_run: msm_reduce_run(n),
             sum_group: 8,
             ones_chunk: if small { 16 } else { 64 },
         };
