@@ -89,7 +89,7 @@ impl SparseRows {
         Ok(())
     }
 
-    /// `out[r] = row r . (input, aux)` for every row, in parallel.
+    /// `out[r] = row r . (input, aux)`.
     ///
     /// The aux reads are scattered (a row names variables from anywhere in
     /// the circuit), so each block of rows first gathers its values in a loop
@@ -97,38 +97,64 @@ impl SparseRows {
     /// arithmetic on the gathered copy. Evaluating term by term instead
     /// serializes the cache misses behind the field additions: ~1.9x slower
     /// on the synthetic 2^20 circuits (2-core build machine).
-    pub(crate) fn mul_vec(&self, coeffs: &[Scalar], input: &[Scalar], aux: &[Scalar], out: &mut [Scalar]) {
+    ///
+    /// Here for the rows `out` covers, `out[k]` being row `first + k`, on
+    /// every core (`parallel`) or on this thread alone.
+    pub(crate) fn mul_rows(&self, first: usize, coeffs: &[Scalar], input: &[Scalar], aux: &[Scalar], out: &mut [Scalar], parallel: bool) {
         use rayon::prelude::*;
         const ROWS_PER_TASK: usize = 1 << 12;
-        out[..self.rows()].par_chunks_mut(ROWS_PER_TASK).enumerate().for_each(|(task, out)| {
-            let first = task * ROWS_PER_TASK;
-            let mut gathered = Vec::with_capacity(GATHER_TERMS);
-            let mut r = 0;
-            while r < out.len() {
-                // Rows r..end, as many as fit GATHER_TERMS terms (at least one).
-                let t0 = self.start[first + r] as usize;
-                let mut end = r + 1;
-                while end < out.len() && self.start[first + end + 1] as usize - t0 <= GATHER_TERMS {
-                    end += 1;
-                }
-                let terms = &self.terms[t0..self.start[first + end] as usize];
-                gathered.clear();
-                gathered.extend(terms.iter().map(|t| {
-                    if t.var & INPUT_BIT != 0 {
-                        input[(t.var & !INPUT_BIT) as usize]
-                    } else {
-                        aux[t.var as usize]
-                    }
-                }));
-                let mut k = 0;
-                for (o, row) in out[r..end].iter_mut().zip(first + r..) {
-                    let n = (self.start[row + 1] - self.start[row]) as usize;
-                    *o = dot(&terms[k..k + n], &gathered[k..k + n], coeffs);
-                    k += n;
-                }
-                r = end;
+        let task = |(task, out): (usize, &mut [Scalar])| self.mul_block(first + task * ROWS_PER_TASK, coeffs, input, aux, out);
+        if parallel {
+            out.par_chunks_mut(ROWS_PER_TASK).enumerate().for_each(task);
+        } else {
+            out.chunks_mut(ROWS_PER_TASK).enumerate().for_each(task);
+        }
+    }
+
+    fn mul_block(&self, first: usize, coeffs: &[Scalar], input: &[Scalar], aux: &[Scalar], out: &mut [Scalar]) {
+        let mut gathered = Vec::with_capacity(GATHER_TERMS);
+        let mut r = 0;
+        while r < out.len() {
+            // Rows r..end, as many as fit GATHER_TERMS terms (at least one).
+            let t0 = self.start[first + r] as usize;
+            let mut end = r + 1;
+            while end < out.len() && self.start[first + end + 1] as usize - t0 <= GATHER_TERMS {
+                end += 1;
             }
-        });
+            let terms = &self.terms[t0..self.start[first + end] as usize];
+            gathered.clear();
+            gathered.extend(terms.iter().map(|t| {
+                if t.var & INPUT_BIT != 0 {
+                    input[(t.var & !INPUT_BIT) as usize]
+                } else {
+                    aux[t.var as usize]
+                }
+            }));
+            let mut k = 0;
+            for (o, row) in out[r..end].iter_mut().zip(first + r..) {
+                let n = (self.start[row + 1] - self.start[row]) as usize;
+                *o = dot(&terms[k..k + n], &gathered[k..k + n], coeffs);
+                k += n;
+            }
+            r = end;
+        }
+    }
+
+    /// For each block of `block` rows: one past the largest aux index and
+    /// one past the largest input index its terms name (0 when none).
+    pub(crate) fn block_needs(&self, block: usize) -> Vec<(usize, usize)> {
+        (0..self.rows().div_ceil(block))
+            .map(|k| {
+                let terms = &self.terms[self.start[k * block] as usize..self.start[((k + 1) * block).min(self.rows())] as usize];
+                terms.iter().fold((0, 0), |(aux, input), t| {
+                    if t.var & INPUT_BIT != 0 {
+                        (aux, input.max((t.var & !INPUT_BIT) as usize + 1))
+                    } else {
+                        (aux.max(t.var as usize + 1), input)
+                    }
+                })
+            })
+            .collect()
     }
 }
 

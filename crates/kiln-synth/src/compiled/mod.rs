@@ -28,6 +28,7 @@
 //! ```
 
 mod matrix;
+mod overlap;
 mod segmented;
 mod witness;
 
@@ -56,6 +57,9 @@ pub struct CompiledR1cs {
     a_aux_density: Density,
     b_input_density: Density,
     b_aux_density: Density,
+    /// Per block of `overlap::BLOCK_ROWS` rows: the aux and input counts
+    /// its rows need (for evaluating them while the witness runs).
+    block_needs: Vec<(usize, usize)>,
 }
 
 /// A synthesis of the compiled path that did not produce an assignment but
@@ -126,6 +130,7 @@ impl CompiledR1cs {
         let r1cs = CompiledR1cs {
             num_inputs,
             num_aux,
+            block_needs: overlap::block_needs([&a, &b, &c]),
             a_aux_density: density(&a, false),
             b_input_density: density(&b, true),
             b_aux_density: density(&b, false),
@@ -134,7 +139,7 @@ impl CompiledR1cs {
             c,
             coeffs: coeffs.into_values(),
         };
-        let asg = r1cs.evaluate(w)?;
+        let asg = r1cs.evaluate(w, 0)?;
         Ok(Ok((asg, r1cs)))
     }
 
@@ -143,10 +148,54 @@ impl CompiledR1cs {
         circuit: C,
         buffers: AssignmentBuffers,
     ) -> Result<Result<Assignment, Retry>, SynthError> {
+        Ok(self.try_synthesize_overlapped(circuit, buffers)?.map(|(asg, _)| asg))
+    }
+
+    /// [`try_synthesize`](Self::try_synthesize), also saying how many
+    /// leading rows of a/b/c were evaluated while the witness ran.
+    pub(crate) fn try_synthesize_overlapped<C: Circuit<Scalar>>(
+        &self,
+        circuit: C,
+        buffers: AssignmentBuffers,
+    ) -> Result<Result<(Assignment, usize), Retry>, SynthError> {
         let _span = tracing::debug_span!("synthesize_compiled").entered();
+        let t = std::time::Instant::now();
+        let n = self.num_constraints();
         let mut cs = WitnessCs::with_buffers(buffers);
-        cs.alloc_input(|| "ONE", || Ok(Scalar::ONE))?;
-        circuit.synthesize(&mut cs)?;
+        // Every buffer at its final size before the witness starts: the
+        // evaluator reads aux while it is written, so nothing may grow.
+        let bufs = &mut cs.bufs;
+        let sized = [&mut bufs.a, &mut bufs.b, &mut bufs.c].into_iter().all(|b| b.as_slice().len() >= n || b.try_grow(n))
+            && (bufs.aux.as_slice().len() >= self.num_aux || bufs.aux.try_grow(self.num_aux));
+        let mut evaluated = 0;
+        if sized {
+            let empty = || Box::new(Vec::<Scalar>::new()) as Box<dyn crate::ScalarBuffer>;
+            let mut abc = [std::mem::replace(&mut cs.bufs.a, empty()), std::mem::replace(&mut cs.bufs.b, empty()), std::mem::replace(&mut cs.bufs.c, empty())];
+            // SAFETY: until `reader` and `cs.feed` are dropped below, the aux
+            // buffer is used only through them, and its Box is not touched.
+            let (writer, reader) = unsafe { overlap::feed(&mut cs.bufs.aux.as_mut_slice()[..self.num_aux], self.num_inputs) };
+            cs.feed = Some(writer);
+            let done = std::sync::atomic::AtomicBool::new(false);
+            let witness = std::thread::scope(|s| {
+                let [a, b, c] = &mut abc;
+                let (reader, done) = (&reader, &done);
+                let evaluator = s.spawn(move || self.follow(reader, done, [a.as_mut_slice(), b.as_mut_slice(), c.as_mut_slice()]));
+                let witness = {
+                    let _done = overlap::DoneOnDrop(done);
+                    cs.alloc_input(|| "ONE", || Ok(Scalar::ONE)).and_then(|_| circuit.synthesize(&mut cs))
+                };
+                evaluated = evaluator.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                witness
+            });
+            cs.feed = None;
+            drop(reader);
+            [cs.bufs.a, cs.bufs.b, cs.bufs.c] = abc;
+            witness?;
+        } else {
+            cs.alloc_input(|| "ONE", || Ok(Scalar::ONE))?;
+            circuit.synthesize(&mut cs)?;
+        }
+        let witness = t.elapsed();
         let found = (cs.input.len(), cs.num_aux, cs.num_constraints + cs.input.len());
         let want = (self.num_inputs, self.num_aux, self.num_constraints());
         if found != want {
@@ -156,11 +205,19 @@ impl CompiledR1cs {
             };
             return Ok(Err(Retry::Changed(e, cs.bufs)));
         }
-        Ok(Ok(self.evaluate(cs)?))
+        let assignment = self.evaluate(cs, evaluated)?;
+        tracing::debug!(
+            witness_ms = witness.as_secs_f64() * 1e3,
+            rows_during_witness = evaluated,
+            rest_ms = (t.elapsed() - witness).as_secs_f64() * 1e3,
+            "compiled synthesis"
+        );
+        Ok(Ok((assignment, evaluated)))
     }
 
-    /// a/b/c from a complete witness, into the witness system's buffers.
-    fn evaluate(&self, w: WitnessCs) -> Result<Assignment, SynthError> {
+    /// a/b/c from a complete witness, into the witness system's buffers;
+    /// rows below `from` are already there.
+    fn evaluate(&self, w: WitnessCs, from: usize) -> Result<Assignment, SynthError> {
         if let Some(capacity) = w.aux_overflow {
             return Err(SynthError::BufferTooSmall { which: "aux", needed: w.num_aux, capacity });
         }
@@ -171,7 +228,7 @@ impl CompiledR1cs {
             if buf.as_slice().len() < n && !buf.try_grow(n) {
                 return Err(SynthError::BufferTooSmall { which, needed: n, capacity: buf.as_slice().len() });
             }
-            m.mul_vec(&self.coeffs, &input, aux, buf.as_mut_slice());
+            m.mul_rows(from, &self.coeffs, &input, aux, &mut buf.as_mut_slice()[from..n], true);
         }
         Ok(Assignment {
             buffers: bufs,
@@ -216,6 +273,7 @@ impl CompiledR1cs {
             + density(&self.a_aux_density)
             + density(&self.b_input_density)
             + density(&self.b_aux_density)
+            + self.block_needs.capacity() * std::mem::size_of::<(usize, usize)>()
     }
 }
 

@@ -205,7 +205,7 @@ impl CompiledR1cs {
             return Ok(Err(Retry::Changed(e, cs.bufs)));
         }
         parallel.fetch_add(1, Ordering::Relaxed);
-        Ok(Ok(self.evaluate(cs)?))
+        Ok(Ok(self.evaluate(cs, 0)?))
     }
 
     /// The one shape the recording's sizes give `segments` segments after

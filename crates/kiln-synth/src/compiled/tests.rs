@@ -74,7 +74,7 @@ impl Circuit<Scalar> for RandomR1cs {
     }
 }
 
-fn assert_same(fast: &Assignment, plain: &Assignment) {
+pub(super) fn assert_same(fast: &Assignment, plain: &Assignment) {
     assert_eq!(fast.num_constraints, plain.num_constraints);
     assert_eq!(fast.num_aux, plain.num_aux);
     assert_eq!(fast.input, plain.input);

@@ -7,6 +7,7 @@ use blstrs::Scalar;
 use ff::Field;
 
 use super::matrix::{CoeffTable, CompileLimit, SparseRows, Var};
+use super::overlap::FeedWriter;
 use crate::buffer::{AssignmentBuffers, ScalarBuffer};
 
 /// Records the assignment: aux values into the caller's aux buffer, inputs
@@ -20,15 +21,28 @@ pub(crate) struct WitnessCs {
     pub(crate) num_constraints: usize,
     /// The aux buffer ran out of room at this many variables (reported at the end).
     pub(crate) aux_overflow: Option<usize>,
+    /// While set, aux values and inputs also go to an evaluator thread, and
+    /// aux values are written through it (never through `bufs.aux`).
+    pub(crate) feed: Option<FeedWriter>,
 }
 
 impl WitnessCs {
     pub(crate) fn with_buffers(bufs: AssignmentBuffers) -> Self {
-        WitnessCs { bufs, input: Vec::new(), num_aux: 0, num_constraints: 0, aux_overflow: None }
+        WitnessCs { bufs, input: Vec::new(), num_aux: 0, num_constraints: 0, aux_overflow: None, feed: None }
     }
 
     fn push_aux(&mut self, v: Scalar) -> usize {
         let idx = self.num_aux;
+        if let Some(feed) = &mut self.feed {
+            // The feed's buffer is sized for the recorded circuit and never
+            // grows (the evaluator reads it): a longer witness is a changed
+            // structure, caught by the counts afterwards.
+            if !feed.push(v) {
+                self.aux_overflow.get_or_insert(idx);
+            }
+            self.num_aux += 1;
+            return idx;
+        }
         let aux = &mut self.bufs.aux;
         if idx < aux.as_slice().len() || aux.try_grow(idx + 1) {
             aux.as_mut_slice()[idx] = v;
@@ -41,6 +55,9 @@ impl WitnessCs {
 
     /// The aux values written so far (all of them unless the buffer overflowed).
     pub(crate) fn aux_values(&self) -> &[Scalar] {
+        if let Some(feed) = &self.feed {
+            return feed.written();
+        }
         let s = self.bufs.aux.as_slice();
         &s[..self.num_aux.min(s.len())]
     }
@@ -53,7 +70,12 @@ impl WitnessCs {
             self.push_aux(v);
         }
         // The sub-system's first input is its own copy of ONE.
-        self.input.extend_from_slice(other.input.get(1..).unwrap_or(&[]));
+        for &v in other.input.get(1..).unwrap_or(&[]) {
+            if let Some(feed) = &self.feed {
+                feed.input(self.input.len(), v);
+            }
+            self.input.push(v);
+        }
         self.num_constraints += other.num_constraints;
     }
 }
@@ -81,7 +103,11 @@ impl ConstraintSystem<Scalar> for WitnessCs {
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
-        self.input.push(f()?);
+        let v = f()?;
+        if let Some(feed) = &self.feed {
+            feed.input(self.input.len(), v);
+        }
+        self.input.push(v);
         Ok(Variable::new_unchecked(Index::Input(self.input.len() - 1)))
     }
 
