@@ -151,6 +151,11 @@ pub(crate) fn prometheus_text(status: &EngineStatus) -> String {
     family("kiln_parallel_witness_syntheses_total", "counter",
         "Compiled syntheses whose circuit segments (e.g. PoRep challenges) computed their witnesses in parallel.",
         one(c.segmented_syntheses as f64));
+    family("kiln_compiled_rows_total", "counter",
+        "Rows of a/b/c evaluated by compiled syntheses, while their witness still ran or after it.", vec![
+        ("{when=\"beside_witness\"}".into(), c.rows_beside_witness as f64),
+        ("{when=\"after_witness\"}".into(), c.rows_after_witness as f64),
+    ]);
     family("kiln_compiled_circuit_refusals_total", "counter",
         "Circuits not compiled (no memory, too large) or dropped (an instance changed shape).",
         one((c.refusals + c.structure_changes) as f64));

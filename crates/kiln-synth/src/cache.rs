@@ -68,6 +68,8 @@ pub struct CircuitCache {
     compiles: AtomicU64,
     compiled_syntheses: AtomicU64,
     segmented_syntheses: AtomicU64,
+    rows_beside_witness: AtomicU64,
+    rows_after_witness: AtomicU64,
     plain_syntheses: AtomicU64,
     structure_changes: AtomicU64,
     refusals: AtomicU64,
@@ -93,6 +95,11 @@ pub struct CircuitCacheStats {
     pub compiled_syntheses: u64,
     /// Of those, syntheses of a [`SegmentedCircuit`] whose segments' witnesses ran in parallel.
     pub segmented_syntheses: u64,
+    /// Rows of a/b/c that compiled syntheses evaluated while their witness
+    /// was still running ...
+    pub rows_beside_witness: u64,
+    /// ... and after it had ended.
+    pub rows_after_witness: u64,
     /// Syntheses done the ordinary way (not compiled yet, compiling elsewhere, refused).
     pub plain_syntheses: u64,
     /// Instances whose shape differed from the recorded one (a circuit bug).
@@ -118,6 +125,8 @@ impl CircuitCache {
             compiles: AtomicU64::new(0),
             compiled_syntheses: AtomicU64::new(0),
             segmented_syntheses: AtomicU64::new(0),
+            rows_beside_witness: AtomicU64::new(0),
+            rows_after_witness: AtomicU64::new(0),
             plain_syntheses: AtomicU64::new(0),
             structure_changes: AtomicU64::new(0),
             refusals: AtomicU64::new(0),
@@ -179,6 +188,8 @@ impl CircuitCache {
             compiles: self.compiles.load(Ordering::Relaxed),
             compiled_syntheses: self.compiled_syntheses.load(Ordering::Relaxed),
             segmented_syntheses: self.segmented_syntheses.load(Ordering::Relaxed),
+            rows_beside_witness: self.rows_beside_witness.load(Ordering::Relaxed),
+            rows_after_witness: self.rows_after_witness.load(Ordering::Relaxed),
             plain_syntheses: self.plain_syntheses.load(Ordering::Relaxed),
             structure_changes: self.structure_changes.load(Ordering::Relaxed),
             refusals: self.refusals.load(Ordering::Relaxed),
@@ -305,7 +316,17 @@ impl SynthContext<'_> {
         C: Circuit<Scalar>,
         F: Fn() -> Result<C, SynthError>,
     {
-        self.run(&make, |_, r1cs, buffers| r1cs.try_synthesize(make()?, buffers), buffers)
+        self.run(
+            &make,
+            |cache, r1cs, buffers| {
+                Ok(r1cs.try_synthesize_overlapped(make()?, buffers)?.map(|(asg, beside)| {
+                    cache.rows_beside_witness.fetch_add(beside as u64, Ordering::Relaxed);
+                    cache.rows_after_witness.fetch_add((asg.num_constraints - beside) as u64, Ordering::Relaxed);
+                    asg
+                }))
+            },
+            buffers,
+        )
     }
 
     /// [`synthesize`](Self::synthesize) for a [`SegmentedCircuit`]: once

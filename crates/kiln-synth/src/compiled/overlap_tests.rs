@@ -115,3 +115,17 @@ fn block_needs_name_the_variables_each_block_reads() {
     assert_eq!(r1cs.block_needs.last().unwrap().0, asg.num_aux);
     asg.check_satisfied().unwrap();
 }
+
+#[test]
+fn the_cache_counts_rows_beside_and_after_the_witness() {
+    let len = 8 * BLOCK_ROWS;
+    let cache = crate::CircuitCache::unbounded();
+    let ctx = cache.context("chain", usize::MAX);
+    ctx.synthesize(|| Ok(SlowChain::new(len, 1)), AssignmentBuffers::heap()).unwrap();
+    let asg = ctx.synthesize(|| Ok(SlowChain::new(len, 2)), AssignmentBuffers::heap()).unwrap();
+    asg.check_satisfied().unwrap();
+    let s = cache.stats();
+    assert_eq!((s.compiles, s.compiled_syntheses), (1, 1));
+    assert_eq!(s.rows_beside_witness + s.rows_after_witness, asg.num_constraints as u64);
+    assert!(s.rows_beside_witness >= 4 * BLOCK_ROWS as u64, "{s:?}");
+}
