@@ -179,12 +179,18 @@ impl CompiledR1cs {
             let witness = std::thread::scope(|s| {
                 let [a, b, c] = &mut abc;
                 let (reader, done) = (&reader, &done);
-                let evaluator = s.spawn(move || self.follow(reader, done, [a.as_mut_slice(), b.as_mut_slice(), c.as_mut_slice()]));
+                // No thread to be had (a process limit): the products all run after the witness.
+                let evaluator = std::thread::Builder::new()
+                    .name("kiln-abc".into())
+                    .spawn_scoped(s, move || self.follow(reader, done, [a.as_mut_slice(), b.as_mut_slice(), c.as_mut_slice()]))
+                    .ok();
                 let witness = {
                     let _done = overlap::DoneOnDrop(done);
                     cs.alloc_input(|| "ONE", || Ok(Scalar::ONE)).and_then(|_| circuit.synthesize(&mut cs))
                 };
-                evaluated = evaluator.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                if let Some(e) = evaluator {
+                    evaluated = e.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                }
                 witness
             });
             cs.feed = None;
