@@ -7,10 +7,10 @@
 //! while the witness runs. An evaluator thread follows the witness a block
 //! of rows at a time, on one core (the witness thread keeps its own); what
 //! is left when the witness ends is evaluated on every core. On a SnapDeals
-//! partition (10M constraints) the products took ~40 % of the synthesis
-//! after the witness; now most of them run beside it.
+//! partition (10M constraints, 2-core build machine) the products were
+//! ~40 % of the synthesis, after the witness; now nearly all run beside it.
 //!
-//! The witness thread publishes its aux values through an [`AuxFeed`]: it
+//! The witness thread publishes its aux values through a feed: it
 //! writes each value into the caller's aux buffer, then advances a counter
 //! (release); the evaluator reads only below the counter (acquire). Inputs,
 //! a handful, go through one `OnceLock` each.
