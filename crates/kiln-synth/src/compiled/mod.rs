@@ -168,7 +168,7 @@ impl CompiledR1cs {
         let sized = [&mut bufs.a, &mut bufs.b, &mut bufs.c].into_iter().all(|b| b.as_slice().len() >= n || b.try_grow(n))
             && (bufs.aux.as_slice().len() >= self.num_aux || bufs.aux.try_grow(self.num_aux));
         let mut evaluated = 0;
-        if sized {
+        if sized && overlap::enabled() {
             let empty = || Box::new(Vec::<Scalar>::new()) as Box<dyn crate::ScalarBuffer>;
             let mut abc = [std::mem::replace(&mut cs.bufs.a, empty()), std::mem::replace(&mut cs.bufs.b, empty()), std::mem::replace(&mut cs.bufs.c, empty())];
             // SAFETY: until `reader` and `cs.feed` are dropped below, the aux

@@ -24,6 +24,13 @@ use blstrs::Scalar;
 use super::matrix::SparseRows;
 use super::CompiledR1cs;
 
+/// Whether to evaluate beside the witness: yes unless `KILN_SYNTH_OVERLAP=0`
+/// (read once; for timing the two ways with one binary).
+pub(crate) fn enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("KILN_SYNTH_OVERLAP").map_or(true, |v| v != "0"))
+}
+
 /// Rows per block the evaluator takes at a time.
 pub(crate) const BLOCK_ROWS: usize = 1 << 14;
 

@@ -4,6 +4,9 @@
 //! every later partition against the same parameters costs; then all
 //! partitions at once on the engine's synthesis workers. Needs no
 //! parameters and no GPU, so the witness code can be measured on any host.
+//! The witness-only runs get buffers of the recorded size, allocated and
+//! written before the clock starts, as the engine's pool hands them out
+//! (else first-touch page faults would be timed as synthesis).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -61,24 +64,26 @@ pub fn run(job: &Arc<dyn JobSource>, timed: usize) -> Result<SynthTimes> {
     let cache = CircuitCache::unbounded();
     let key = format!("synth-only-{label}");
     let shape = std::sync::Mutex::new(None);
-    let once = |i: usize| -> Result<f64> {
+    let once = |i: usize, buffers: AssignmentBuffers| -> Result<f64> {
         let t = Instant::now();
-        let asg = job
-            .synthesize(i, AssignmentBuffers::heap(), cache.context(&key, usize::MAX))
-            .map_err(|e| anyhow!("{label} partition {i}: {e}"))?;
+        let asg = job.synthesize(i, buffers, cache.context(&key, usize::MAX)).map_err(|e| anyhow!("{label} partition {i}: {e}"))?;
         let elapsed = ms(t);
         asg.check_satisfied().map_err(|e| anyhow!("{label} partition {i}: a*b != c: {e}"))?;
         *shape.lock().unwrap() = Some(asg.shape());
         Ok(elapsed)
     };
-    let compile_ms = once(0)?;
-    let witness_ms = (0..timed).map(|_| once(0)).collect::<Result<Vec<_>>>()?;
+    let compile_ms = once(0, AssignmentBuffers::heap())?;
+    let recorded = shape.lock().unwrap().clone().expect("partition 0 was synthesized");
+    // vec![x; n] writes every element: the pages are touched here.
+    let touched = || AssignmentBuffers::heap_with_capacity(recorded.num_constraints, recorded.num_aux);
+    let witness_ms = (0..timed).map(|_| once(0, touched())).collect::<Result<Vec<_>>>()?;
     let stats = cache.stats();
     if stats.compiled_syntheses < timed as u64 {
         return Err(anyhow!("{label}: the witness-only path was not taken ({stats:?})"));
     }
+    let buffers: Vec<AssignmentBuffers> = (0..job.num_partitions()).map(|_| touched()).collect();
     let t = Instant::now();
-    (0..job.num_partitions()).into_par_iter().map(once).collect::<Result<Vec<_>>>()?;
+    buffers.into_par_iter().enumerate().map(|(i, b)| once(i, b)).collect::<Result<Vec<_>>>()?;
     let all_partitions_ms = ms(t);
     let shape = shape.into_inner().unwrap().expect("partition 0 was synthesized");
     let segmented = cache.stats().segmented_syntheses;
