@@ -73,7 +73,7 @@ pub fn run(job: &Arc<dyn JobSource>, timed: usize) -> Result<SynthTimes> {
         Ok(elapsed)
     };
     let compile_ms = once(0, AssignmentBuffers::heap())?;
-    let recorded = shape.lock().unwrap().clone().expect("partition 0 was synthesized");
+    let recorded = (*shape.lock().unwrap()).expect("partition 0 was synthesized");
     // vec![x; n] writes every element: the pages are touched here.
     let touched = || AssignmentBuffers::heap_with_capacity(recorded.num_constraints, recorded.num_aux);
     let witness_ms = (0..timed).map(|_| once(0, touched())).collect::<Result<Vec<_>>>()?;
