@@ -89,7 +89,7 @@ fn main() {
             let ms = time(&s, 3, || {
                 if g2 { dev.msm_g2(&s, p2.as_ref().unwrap(), &sc, n, None).unwrap(); } else { dev.msm_g1(&s, p1.as_ref().unwrap(), &sc, n, None).unwrap(); }
             });
-            let c = kiln_gpu::host::msm_window_override().unwrap_or_else(|| kiln_gpu::host::msm_window_bits(n, info.sm_count, kiln_gpu::host::msm_acc_chunk(n)));
+            let c = dev.msm_window(n);
             let w = kiln_gpu::host::msm_windows(c) as f64;
             // 10 field products per mixed addition; Fp2 products are 3 Fp ones.
             let per_add = 10.0 * fp_mul * if g2 { 3.0 } else { 1.0 };

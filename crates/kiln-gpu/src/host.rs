@@ -46,20 +46,20 @@ pub fn msm_windows(c: u32) -> u32 {
 /// Sorted points each bucket-accumulation thread adds up one after another
 /// (the default; `KILN_MSM_ACC_CHUNK` overrides it): short runs while there
 /// are threads to spare, longer ones once the windows fill the device.
-pub fn msm_acc_chunk(n: usize) -> usize {
+pub(crate) fn msm_acc_chunk(n: usize) -> usize {
     if n < 1 << 18 { 32 } else { 128 }
 }
 
 /// Buckets each reduction thread weighs and sums one after another (the
 /// default; `KILN_MSM_REDUCE_RUN` overrides it).
-pub fn msm_reduce_run(n: usize) -> usize {
+pub(crate) fn msm_reduce_run(n: usize) -> usize {
     if n < 1 << 22 { 16 } else { 64 }
 }
 
 /// `KILN_MSM_WINDOW` (2..=20), read once: a window size that replaces
 /// [`msm_window_bits`]'s choice for every MSM, to time the choice against
 /// its neighbours with one binary. `None` when unset or out of range.
-pub fn msm_window_override() -> Option<u32> {
+pub(crate) fn msm_window_override() -> Option<u32> {
     static W: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
     *W.get_or_init(|| std::env::var("KILN_MSM_WINDOW").ok().and_then(|v| v.parse::<u32>().ok()).filter(|c| (2..=20).contains(c)))
 }

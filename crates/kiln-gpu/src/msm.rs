@@ -85,6 +85,13 @@ impl GpuDevice {
         Ok((combine(&windows, c, &ones, cv.xyzz_words, to_proj), device))
     }
 
+    /// The window bits an MSM of `n` scalars uses on this device:
+    /// `KILN_MSM_WINDOW` when set, else [`msm_window_bits`] for its
+    /// accumulation chunks.
+    pub fn msm_window(&self, n: usize) -> u32 {
+        msm_window_override().unwrap_or_else(|| msm_window_bits(n, self.info.sm_count, Tuning::for_size(n).acc_chunk))
+    }
+
     /// Runs the kernels; returns (window sums as XYZZ words, c, sum of the
     /// points whose scalar is one, device time from CUDA events).
     #[allow(clippy::too_many_arguments)]
@@ -117,7 +124,7 @@ impl GpuDevice {
         };
         let mut prof = Profile::new(s);
         let tune = Tuning::for_size(n);
-        let c = msm_window_override().unwrap_or_else(|| msm_window_bits(n, self.info.sm_count, tune.acc_chunk));
+        let c = self.msm_window(n);
         let w = msm_windows(c) as usize;
         let nb = 1usize << (c - 1);
         let xw = cv.xyzz_words;

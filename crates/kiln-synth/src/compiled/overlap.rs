@@ -54,7 +54,6 @@ unsafe impl Sync for Shared {}
 pub(crate) struct FeedWriter(Arc<Shared>);
 
 /// The evaluator side.
-#[derive(Clone)]
 pub(crate) struct FeedReader(Arc<Shared>);
 
 /// A feed over `aux` (filled from index 0) and `inputs` inputs.

@@ -63,20 +63,17 @@ pub fn run(job: &Arc<dyn JobSource>, timed: usize) -> Result<SynthTimes> {
     let label = job.kind_label().to_string();
     let cache = CircuitCache::unbounded();
     let key = format!("synth-only-{label}");
-    let shape = std::sync::Mutex::new(None);
-    let once = |i: usize, buffers: AssignmentBuffers| -> Result<f64> {
+    let once = |i: usize, buffers: AssignmentBuffers| -> Result<(f64, kiln_synth::CircuitShape)> {
         let t = Instant::now();
         let asg = job.synthesize(i, buffers, cache.context(&key, usize::MAX)).map_err(|e| anyhow!("{label} partition {i}: {e}"))?;
         let elapsed = ms(t);
         asg.check_satisfied().map_err(|e| anyhow!("{label} partition {i}: a*b != c: {e}"))?;
-        *shape.lock().unwrap() = Some(asg.shape());
-        Ok(elapsed)
+        Ok((elapsed, asg.shape()))
     };
-    let compile_ms = once(0, AssignmentBuffers::heap())?;
-    let recorded = (*shape.lock().unwrap()).expect("partition 0 was synthesized");
+    let (compile_ms, shape) = once(0, AssignmentBuffers::heap())?;
     // vec![x; n] writes every element: the pages are touched here.
-    let touched = || AssignmentBuffers::heap_with_capacity(recorded.num_constraints, recorded.num_aux);
-    let witness_ms = (0..timed).map(|_| once(0, touched())).collect::<Result<Vec<_>>>()?;
+    let touched = || AssignmentBuffers::heap_with_capacity(shape.num_constraints, shape.num_aux);
+    let witness_ms = (0..timed).map(|_| once(0, touched()).map(|(ms, _)| ms)).collect::<Result<Vec<_>>>()?;
     let stats = cache.stats();
     if stats.compiled_syntheses < timed as u64 {
         return Err(anyhow!("{label}: the witness-only path was not taken ({stats:?})"));
@@ -85,7 +82,6 @@ pub fn run(job: &Arc<dyn JobSource>, timed: usize) -> Result<SynthTimes> {
     let t = Instant::now();
     buffers.into_par_iter().enumerate().map(|(i, b)| once(i, b)).collect::<Result<Vec<_>>>()?;
     let all_partitions_ms = ms(t);
-    let shape = shape.into_inner().unwrap().expect("partition 0 was synthesized");
     let segmented = cache.stats().segmented_syntheses;
     Ok(SynthTimes { label, partitions: job.num_partitions(), compile_ms, witness_ms, all_partitions_ms, segmented, shape })
 }
