@@ -1,8 +1,14 @@
 // Pippenger MSM over G1 and G2 with signed c-bit windows.
 //
 // Scalars come in blst's Montgomery form. Passes, all on the caller's stream:
-//  1. kiln_msm_count:   class each scalar (0: skipped, 1: "one", 2: general),
-//                       count the points falling in each (window, bucket).
+//  0. kiln_msm_classify: class each scalar (0: skipped, 1: "one", 2:
+//                       general), count the general ones and list the points
+//                       of the ones. The host reads the counts back and
+//                       sizes the window for the general scalars alone:
+//                       Filecoin witnesses are mostly bits, and a window
+//                       sized for all of them wastes its bucket reduction.
+//  1. kiln_msm_count:   count the general scalars falling in each (window,
+//                       bucket).
 //  2. kiln_msm_scan:    per-window exclusive prefix sums -> bucket offsets.
 //  3. kiln_msm_scatter: write each general scalar's point index (sign in bit
 //                       31) into its bucket's slot: a counting sort.
@@ -12,9 +18,9 @@
 //                       sum_b (b+1) * bucket_b over its run.
 //  6. sum:              sums groups of G consecutive XYZZ points (window
 //                       totals, and the partial sums of the ones).
-//  7. ones:             sums the points whose scalar is 1, in parallel chunks
-//                       (Filecoin witnesses are mostly bits: these would
-//                       otherwise pile into a single bucket).
+//  7. ones:             sums the listed points whose scalar is 1, every
+//                       thread a strided share (they would otherwise pile
+//                       into a single bucket).
 // The host combines window totals (Horner in 2^c) with blstrs.
 //
 // Density bitmap (optional): scalar i takes part iff bit i of bitmap is set,
@@ -70,14 +76,44 @@ __device__ __forceinline__ uint32_t window_digit(const uint32_t s[10], uint32_t 
     return v;
 }
 
-extern "C" __global__ void kiln_msm_count(const Fr* scalars, Selection sel, uint32_t n, uint32_t c,
-                                          uint32_t windows, uint32_t* counts, uint8_t* cls) {
+// totals[0] += general scalars, totals[1] += ones; ones[] gets the point
+// index of every one (in no particular order: the sum does not care).
+extern "C" __global__ void kiln_msm_classify(const Fr* scalars, Selection sel, uint32_t n, uint8_t* cls,
+                                             uint32_t* totals, uint32_t* ones) {
     uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    uint32_t s[10], pidx;
-    uint32_t k = classify(scalars, sel, i, pidx, s);
-    cls[i] = (uint8_t)k;
-    if (k != 2) return;
+    uint32_t k = 0, pidx = 0;
+    if (i < n) {  // no early return: the whole warp takes part in the ballots
+        uint32_t s[10];
+        k = classify(scalars, sel, i, pidx, s);
+        cls[i] = (uint8_t)k;
+    }
+    // One atomic per warp and class, not one per scalar.
+    const uint32_t lane = threadIdx.x & 31;
+    const uint32_t general = __ballot_sync(0xffffffffu, k == 2);
+    if (lane == 0 && general) atomicAdd(&totals[0], (uint32_t)__popc(general));
+    const uint32_t one = __ballot_sync(0xffffffffu, k == 1);
+    if (one) {
+        uint32_t base = 0;
+        if (lane == 0) base = atomicAdd(&totals[1], (uint32_t)__popc(one));
+        base = __shfl_sync(0xffffffffu, base, 0);
+        if (k == 1) ones[base + __popc(one & ((1u << lane) - 1))] = pidx;
+    }
+}
+
+// Plain-integer limbs of scalar i, zero-padded as in classify.
+__device__ __forceinline__ void plain(const Fr* scalars, uint32_t i, uint32_t s[10]) {
+    Fr v = scalars[i].from_mont();
+#pragma unroll
+    for (int j = 0; j < 8; j++) s[j] = v.v[j];
+    s[8] = 0; s[9] = 0;
+}
+
+extern "C" __global__ void kiln_msm_count(const Fr* scalars, const uint8_t* cls, uint32_t n, uint32_t c,
+                                          uint32_t windows, uint32_t* counts) {
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n || cls[i] != 2) return;
+    uint32_t s[10];
+    plain(scalars, i, s);
     const uint32_t B = 1u << (c - 1);
     uint32_t carry = 0;
     for (uint32_t w = 0; w < windows; w++) {
@@ -113,12 +149,16 @@ extern "C" __global__ void kiln_msm_scan(const uint32_t* counts, uint32_t* offse
     }
 }
 
-extern "C" __global__ void kiln_msm_scatter(const Fr* scalars, Selection sel, uint32_t n, uint32_t c,
-                                            uint32_t windows, uint32_t* cursor, uint32_t* sorted) {
+// Window w's sorted list starts at sorted + w * stride (stride: the number
+// of general scalars, which no window exceeds).
+extern "C" __global__ void kiln_msm_scatter(const Fr* scalars, Selection sel, const uint8_t* cls, uint32_t n,
+                                            uint32_t c, uint32_t windows, uint32_t stride, uint32_t* cursor,
+                                            uint32_t* sorted) {
     uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
+    if (i >= n || cls[i] != 2) return;
     uint32_t s[10], pidx;
-    if (classify(scalars, sel, i, pidx, s) != 2) return;
+    select_point(sel, i, pidx);
+    plain(scalars, i, s);
     const uint32_t B = 1u << (c - 1);
     uint32_t carry = 0;
     for (uint32_t w = 0; w < windows; w++) {
@@ -126,7 +166,7 @@ extern "C" __global__ void kiln_msm_scatter(const Fr* scalars, Selection sel, ui
         uint32_t d = window_digit(s, w, c, carry, neg);
         if (d) {
             uint32_t pos = atomicAdd(&cursor[(size_t)w * B + d - 1], 1u);
-            sorted[(size_t)w * n + pos] = pidx | (neg ? 0x80000000u : 0u);
+            sorted[(size_t)w * stride + pos] = pidx | (neg ? 0x80000000u : 0u);
         }
     }
 }
@@ -252,20 +292,15 @@ __device__ __forceinline__ void sum_groups(const Xyzz<F>* in, uint32_t count, ui
     out[t] = acc;
 }
 
-template <class F>
-__device__ __forceinline__ void ones_sum(const Affine<F>* points, Selection sel, const uint8_t* cls,
-                                         uint32_t n, uint32_t chunk, Xyzz<F>* out) {
-    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
-    uint32_t lo = t * chunk;
+// Thread t of T adds up ones[t], ones[t + T], ...: neighbouring lanes read
+// neighbouring entries, and every lane adds at every step but the last.
+template <class F, bool INL>
+__device__ __forceinline__ void ones_sum(const Affine<F>* points, const uint32_t* ones, uint32_t count,
+                                         Xyzz<F>* out) {
+    const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x, T = gridDim.x * blockDim.x;
     Xyzz<F> acc = Xyzz<F>::inf();
-    if (lo < n) {
-        uint32_t hi = min(lo + chunk, n);
-        for (uint32_t i = lo; i < hi; i++) {
-            if (cls[i] != 1) continue;
-            uint32_t pidx;
-            select_point(sel, i, pidx);
-            acc.add_affine(points[pidx]);
-        }
+    for (uint32_t i = t; i < count; i += T) {
+        if (INL) acc.add_affine_inl(points[ones[i]]); else acc.add_affine(points[ones[i]]);
     }
     out[t] = acc;
 }
@@ -305,10 +340,9 @@ __device__ __forceinline__ void ones_sum(const Affine<F>* points, Selection sel,
                                                      Xyzz<F>* out) {                                         \
         sum_groups<F>(in, count, G, out);                                                                   \
     }                                                                                                       \
-    extern "C" __global__ void kiln_msm_ones_##SUFFIX(const Affine<F>* points, Selection sel,                \
-                                                      const uint8_t* cls, uint32_t n, uint32_t chunk,        \
-                                                      Xyzz<F>* out) {                                        \
-        ones_sum<F>(points, sel, cls, n, chunk, out);                                                       \
+    extern "C" __global__ void __launch_bounds__(128, MIN_BLOCKS) kiln_msm_ones_##SUFFIX(const Affine<F>* points, \
+                                                      const uint32_t* ones, uint32_t count, Xyzz<F>* out) {  \
+        ones_sum<F, INL>(points, ones, count, out);                                                         \
     }
 
 KILN_MSM_CURVE(g1, Fp, true, KILN_MSM_ACC_MIN_BLOCKS_G1)

@@ -61,7 +61,7 @@ macro_rules! kernels {
 
 kernels!(
     ntt_dif, ntt_dit, ntt_twiddles, bitrev, ab_minus_c,
-    msm_count, msm_scan, msm_scatter,
+    msm_classify, msm_count, msm_scan, msm_scatter,
     msm_bucket_acc_g1, msm_bucket_fix_g1, msm_bucket_reduce_g1, msm_sum_g1, msm_ones_g1,
     msm_bucket_acc_g2, msm_bucket_fix_g2, msm_bucket_reduce_g2, msm_sum_g2, msm_ones_g2,
     points_from_raw_g1, points_from_raw_g2,

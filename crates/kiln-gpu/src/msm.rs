@@ -85,7 +85,8 @@ impl GpuDevice {
         Ok((combine(&windows, c, &ones, cv.xyzz_words, to_proj), device))
     }
 
-    /// The window bits an MSM of `n` scalars uses on this device:
+    /// The window bits an MSM with `n` general scalars (neither 0 nor 1:
+    /// the ones that go into buckets) uses on this device:
     /// `KILN_MSM_WINDOW` when set, else [`msm_window_bits`] for its
     /// accumulation chunks.
     pub fn msm_window(&self, n: usize) -> u32 {
@@ -123,43 +124,69 @@ impl GpuDevice {
             None => Selection::default(),
         };
         let mut prof = Profile::new(s);
-        let tune = Tuning::for_size(n);
-        let c = self.msm_window(n);
+        let xw = cv.xyzz_words;
+        let sp = scalars.ptr(s) + first as u64 * 32;
+        let n32 = n as u32;
+        // Classes first: the window is sized for the general scalars alone.
+        let totals = s.alloc_zeros::<u32>(2)?;
+        let cls = unsafe { s.alloc::<u8>(n.max(1)) }?;
+        let ones_list = unsafe { s.alloc::<u32>(n.max(1)) }?;
+        // SAFETY: kiln_msm_classify(scalars, sel, n, cls, totals, ones):
+        // scalars hold first + n values (checked above), cls and ones n
+        // entries, totals 2; everything lives until the copy below syncs.
+        unsafe { launch(s, &self.k.msm_classify, blocks(n, 256), 256, &[Arg::U64(sp), Arg::Sel(sel), Arg::U32(n32), Arg::U64(raw(&cls, s)), Arg::U64(raw(&totals, s)), Arg::U64(raw(&ones_list, s))])? };
+        let counted = s.clone_dtoh(&totals)?;
+        let (general, ones_count) = (counted[0] as usize, counted[1] as usize);
+        prof.mark("classify");
+        let (windows, c) = if general > 0 { self.msm_buckets(s, cv, &mut prof, points, sp, sel, &cls, n, general)? } else { (Vec::new(), 1) };
+        let ones = if ones_count > 0 { self.msm_ones(s, cv, points, &ones_list, ones_count)? } else { vec![0; xw] };
+        prof.mark("ones");
+        let device = span.end()?;
+        prof.report(&format!("msm n={n} general={general} ones={ones_count} c={c}"));
+        drop((cls, ones_list, totals, sel_bufs));
+        Ok((windows, c, ones, device))
+    }
+
+    /// Pippenger over the `general` scalars of class 2 (`cls`): returns the
+    /// window sums (XYZZ words, synchronized) and the window bits.
+    #[allow(clippy::too_many_arguments)]
+    fn msm_buckets(&self, s: &GpuStream, cv: &Curve, prof: &mut Profile, points: u64, sp: u64, sel: Selection, cls: &cudarc::driver::CudaSlice<u8>, n: usize, general: usize) -> Result<(Vec<u64>, u32), GpuError> {
+        let tune = Tuning::for_size(general);
+        let c = self.msm_window(general);
         let w = msm_windows(c) as usize;
         let nb = 1usize << (c - 1);
         let xw = cv.xyzz_words;
-        let sp = scalars.ptr(s) + first as u64 * 32;
-
         let counts = s.alloc_zeros::<u32>(w * nb)?;
         let offsets = unsafe { s.alloc::<u32>(w * nb) }?;
         let cursor = unsafe { s.alloc::<u32>(w * nb) }?;
-        let cls = unsafe { s.alloc::<u8>(n.max(1)) }?;
-        let sorted = unsafe { s.alloc::<u32>((w * n).max(1)) }?;
+        let sorted = unsafe { s.alloc::<u32>(w * general) }?;
         // Zero = infinity: empty buckets are never written.
         let buckets = s.alloc_zeros::<u64>(w * nb * xw)?;
-        let chunks = w * n.div_ceil(tune.acc_chunk);
-        let first = unsafe { s.alloc::<u64>(chunks.max(1) * xw) }?;
-        let last = unsafe { s.alloc::<u64>(chunks.max(1) * xw) }?;
+        let chunks = w * general.div_ceil(tune.acc_chunk);
+        let first = unsafe { s.alloc::<u64>(chunks * xw) }?;
+        let last = unsafe { s.alloc::<u64>(chunks * xw) }?;
         let (pfirst, plast, k32) = (raw(&first, s), raw(&last, s), tune.acc_chunk as u32);
         let run = tune.reduce_run.min(nb);
         let segs = nb / run;
         let mut red = unsafe { s.alloc::<u64>(w * segs * xw) }?;
-        let (pc, po, pcur, pcls, psorted, pb) = (raw(&counts, s), raw(&offsets, s), raw(&cursor, s), raw(&cls, s), raw(&sorted, s), raw(&buckets, s));
-        let (n32, c32, w32) = (n as u32, c, w as u32);
+        let (pc, po, pcur, pcls, psorted, pb) = (raw(&counts, s), raw(&offsets, s), raw(&cursor, s), raw(cls, s), raw(&sorted, s), raw(&buckets, s));
+        let (n32, g32, c32, w32) = (n as u32, general as u32, c, w as u32);
         // SAFETY (all launches below): argument lists match cuda/msm.cuh's
-        // kernels; counts/offsets/cursor hold W*B u32, cls n bytes, sorted W*n
-        // u32, buckets W*B XYZZ, first/last W*ceil(n/K) XYZZ, red W*segs XYZZ; points hold every rank used
-        // (checked above); all buffers live until the synchronize at the end.
+        // kernels; counts/offsets/cursor hold W*B u32, cls n bytes, sorted
+        // W*general u32 (no window holds more than the general scalars),
+        // buckets W*B XYZZ, first/last W*ceil(general/K) XYZZ, red W*segs
+        // XYZZ; points hold every rank used (checked by the caller); all
+        // buffers live until the synchronize at the end.
         unsafe {
-            launch(s, &self.k.msm_count, blocks(n, 256), 256, &[Arg::U64(sp), Arg::Sel(sel), Arg::U32(n32), Arg::U32(c32), Arg::U32(w32), Arg::U64(pc), Arg::U64(pcls)])?;
+            launch(s, &self.k.msm_count, blocks(n, 256), 256, &[Arg::U64(sp), Arg::U64(pcls), Arg::U32(n32), Arg::U32(c32), Arg::U32(w32), Arg::U64(pc)])?;
             prof.mark("count");
             launch(s, &self.k.msm_scan, w32, 1024, &[Arg::U64(pc), Arg::U64(po), Arg::U64(pcur), Arg::U32(nb as u32)])?;
             prof.mark("scan");
-            launch(s, &self.k.msm_scatter, blocks(n, 256), 256, &[Arg::U64(sp), Arg::Sel(sel), Arg::U32(n32), Arg::U32(c32), Arg::U32(w32), Arg::U64(pcur), Arg::U64(psorted)])?;
+            launch(s, &self.k.msm_scatter, blocks(n, 256), 256, &[Arg::U64(sp), Arg::Sel(sel), Arg::U64(pcls), Arg::U32(n32), Arg::U32(c32), Arg::U32(w32), Arg::U32(g32), Arg::U64(pcur), Arg::U64(psorted)])?;
             prof.mark("scatter");
-            launch(s, cv.acc, blocks(chunks, ACC_BLOCK), ACC_BLOCK, &[Arg::U64(points), Arg::U64(psorted), Arg::U64(po), Arg::U64(pc), Arg::U32(n32), Arg::U32(c32), Arg::U32(w32), Arg::U32(k32), Arg::U64(pb), Arg::U64(pfirst), Arg::U64(plast)])?;
+            launch(s, cv.acc, blocks(chunks, ACC_BLOCK), ACC_BLOCK, &[Arg::U64(points), Arg::U64(psorted), Arg::U64(po), Arg::U64(pc), Arg::U32(g32), Arg::U32(c32), Arg::U32(w32), Arg::U32(k32), Arg::U64(pb), Arg::U64(pfirst), Arg::U64(plast)])?;
             prof.mark("acc");
-            launch(s, cv.fix, blocks(w * nb, 128), 128, &[Arg::U64(po), Arg::U64(pc), Arg::U32(n32), Arg::U32(c32), Arg::U32(w32), Arg::U32(k32), Arg::U64(pb), Arg::U64(pfirst), Arg::U64(plast)])?;
+            launch(s, cv.fix, blocks(w * nb, 128), 128, &[Arg::U64(po), Arg::U64(pc), Arg::U32(g32), Arg::U32(c32), Arg::U32(w32), Arg::U32(k32), Arg::U64(pb), Arg::U64(pfirst), Arg::U64(plast)])?;
             prof.mark("fix");
             launch(s, cv.reduce, blocks(w * segs, 128), 128, &[Arg::U64(pb), Arg::U32(nb as u32), Arg::U32(run as u32), Arg::U32((w * segs) as u32), Arg::U64(raw(&red, s))])?;
         }
@@ -176,44 +203,45 @@ impl GpuDevice {
             per /= g;
         }
         prof.mark("window sums");
-        // Points whose scalar is 1, in parallel chunks, then summed down.
-        // A power of two, so the group sums below divide evenly.
-        // Up to ~8K threads per SM (rounded down to a power of two): with
-        // mostly-bit witnesses half of all points land here.
+        let windows = s.clone_dtoh(&red)?;
+        drop((counts, offsets, cursor, sorted, buckets, first, last));
+        Ok((windows, c))
+    }
+
+    /// Sum of the `count` listed points (the scalars equal to one): every
+    /// thread a strided share, then the partial sums summed down. Returns
+    /// the XYZZ words (synchronized).
+    fn msm_ones(&self, s: &GpuStream, cv: &Curve, points: u64, list: &cudarc::driver::CudaSlice<u32>, count: usize) -> Result<Vec<u64>, GpuError> {
+        let xw = cv.xyzz_words;
+        let tune = Tuning::for_size(count);
+        // Up to ~8K threads per SM (a power of two, so the group sums below
+        // divide evenly), each with about `ones_chunk` points.
         let cap = (self.info.sm_count as usize * 8192).next_power_of_two() / 2;
-        let mut threads = (n / tune.ones_chunk).next_power_of_two().clamp(1, cap.max(1));
-        let chunk = n.div_ceil(threads).max(1);
-        // kiln_msm_ones_* writes one partial sum per launched thread, the
-        // idle ones included (infinity), so `part` holds whole blocks: sized
-        // to `threads` it was overrun whenever threads < 128 (n < 8K at 64
-        // scalars a thread), corrupting whatever the pool had put next.
-        let mut part = unsafe { s.alloc::<u64>(blocks(threads, 128) as usize * 128 * xw) }?;
-        // SAFETY: kiln_msm_ones_*(points, sel, cls, n, chunk, out): out holds
-        // a point per launched thread (above).
-        unsafe { launch(s, cv.ones, blocks(threads, 128), 128, &[Arg::U64(points), Arg::Sel(sel), Arg::U64(pcls), Arg::U32(n32), Arg::U32(chunk as u32), Arg::U64(raw(&part, s))])? };
+        // Whole blocks of ACC_BLOCK: every launched thread writes a partial.
+        let mut threads = (count / tune.ones_chunk).next_power_of_two().clamp(ACC_BLOCK as usize, cap.max(ACC_BLOCK as usize));
+        let mut part = unsafe { s.alloc::<u64>(threads * xw) }?;
+        // SAFETY: kiln_msm_ones_*(points, ones, count, out): the list holds
+        // `count` ranks of `points`; out a point per launched thread
+        // (threads is a multiple of the block).
+        unsafe { launch(s, cv.ones, blocks(threads, ACC_BLOCK), ACC_BLOCK, &[Arg::U64(points), Arg::U64(raw(list, s)), Arg::U32(count as u32), Arg::U64(raw(&part, s))])? };
+        let sum_group = tune.sum_group;
         while threads > 1 {
-            let g = threads.min(tune.sum_group);
+            let g = threads.min(sum_group);
             let out = unsafe { s.alloc::<u64>((threads / g) * xw) }?;
-            // SAFETY: as above.
+            // SAFETY: kiln_msm_sum_*(in, count, G, out); out holds count/G points.
             unsafe { launch(s, cv.sum, blocks(threads / g, 128), 128, &[Arg::U64(raw(&part, s)), Arg::U32(threads as u32), Arg::U32(g as u32), Arg::U64(raw(&out, s))])? };
             s.synchronize()?;
             part = out;
             threads /= g;
         }
-        prof.mark("ones");
-        let windows = s.clone_dtoh(&red)?;
-        let ones = s.clone_dtoh(&part)?;
-        let device = span.end()?;
-        prof.report(&format!("msm n={n} c={c}"));
-        drop((counts, offsets, cursor, cls, sorted, buckets, first, last, sel_bufs));
-        Ok((windows, c, ones, device))
+        Ok(s.clone_dtoh(&part)?)
     }
 }
 
 /// The serial lengths of an MSM's stages: each accumulation thread walks
 /// `acc_chunk` sorted points, each reduction thread `reduce_run` buckets,
 /// each group sum `sum_group` points, each ones-sum thread `ones_chunk`
-/// scalars, one point operation after another. Large MSMs have threads to
+/// ones, one point operation after another. Large MSMs have threads to
 /// spare and want long runs (less fix-up and combination work); small ones
 /// are latency-bound on the longest chain. H200, G1 / G2 ms with runs of
 /// 64/64/64 against 16/8/16: 2^10 8.2 / 17.2 -> 4.7 / 11.0, 2^16 9.6 / 20.4 ->
