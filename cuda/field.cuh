@@ -27,6 +27,15 @@ __device__ __forceinline__ uint32_t addc_cc(uint32_t a, uint32_t b) {
 __device__ __forceinline__ uint32_t addc(uint32_t a, uint32_t b) {
     uint32_t r; KILN_PTX("addc.u32 %0, %1, %2;", "=r"(r) : "r"(a), "r"(b)); return r;
 }
+__device__ __forceinline__ uint32_t sub_cc(uint32_t a, uint32_t b) {
+    uint32_t r; KILN_PTX("sub.cc.u32 %0, %1, %2;", "=r"(r) : "r"(a), "r"(b)); return r;
+}
+__device__ __forceinline__ uint32_t subc_cc(uint32_t a, uint32_t b) {
+    uint32_t r; KILN_PTX("subc.cc.u32 %0, %1, %2;", "=r"(r) : "r"(a), "r"(b)); return r;
+}
+__device__ __forceinline__ uint32_t subc(uint32_t a, uint32_t b) {
+    uint32_t r; KILN_PTX("subc.u32 %0, %1, %2;", "=r"(r) : "r"(a), "r"(b)); return r;
+}
 __device__ __forceinline__ uint32_t mad_lo_cc(uint32_t a, uint32_t b, uint32_t c) {
     uint32_t r; KILN_PTX("mad.lo.cc.u32 %0, %1, %2, %3;", "=r"(r) : "r"(a), "r"(b), "r"(c)); return r;
 }
@@ -45,6 +54,12 @@ inline uint32_t host_add(uint64_t s, bool keep) { if (keep) host_cf = (uint32_t)
 inline uint32_t add_cc(uint32_t a, uint32_t b) { return host_add((uint64_t)a + b, true); }
 inline uint32_t addc_cc(uint32_t a, uint32_t b) { return host_add((uint64_t)a + b + host_cf, true); }
 inline uint32_t addc(uint32_t a, uint32_t b) { return host_add((uint64_t)a + b + host_cf, false); }
+// PTX's borrow is the carry flag inverted (a - b = a + ~b + 1); here the
+// flag holds the borrow itself, which is all the chains below rely on.
+inline uint32_t host_sub(uint64_t d, bool keep) { if (keep) host_cf = (uint32_t)(d >> 63); return (uint32_t)d; }
+inline uint32_t sub_cc(uint32_t a, uint32_t b) { return host_sub((uint64_t)a - b, true); }
+inline uint32_t subc_cc(uint32_t a, uint32_t b) { return host_sub((uint64_t)a - b - host_cf, true); }
+inline uint32_t subc(uint32_t a, uint32_t b) { return host_sub((uint64_t)a - b - host_cf, false); }
 inline uint32_t lo(uint32_t a, uint32_t b) { return (uint32_t)((uint64_t)a * b); }
 inline uint32_t hi(uint32_t a, uint32_t b) { return (uint32_t)(((uint64_t)a * b) >> 32); }
 inline uint32_t mad_lo_cc(uint32_t a, uint32_t b, uint32_t c) { return host_add((uint64_t)lo(a, b) + c, true); }
@@ -131,9 +146,25 @@ struct alignas(16) Fe {
         return acc == 0;
     }
 
+    // Additions and subtractions in 64-bit C++ that ptxas turns into its own
+    // chains (the default), or as explicit PTX carry chains
+    // (KILN_FIELD_ADD_PTX=1, a variant being timed; both are checked on the
+    // host by kiln-gpu's field_host test).
+#ifndef KILN_FIELD_ADD_PTX
+#define KILN_FIELD_ADD_PTX 0
+#endif
     // r = a - p if a >= p, else a.
     static __device__ __forceinline__ Fe reduce_once(const Fe& a) {
         Fe t;
+#if KILN_FIELD_ADD_PTX
+        t.v[0] = ptx::sub_cc(a.v[0], P::mod(0));
+#pragma unroll
+        for (int i = 1; i < N; i++) t.v[i] = ptx::subc_cc(a.v[i], P::mod(i));
+        const uint32_t below = ptx::subc(0, 0);  // all ones iff a < p
+#pragma unroll
+        for (int i = 0; i < N; i++) t.v[i] = below ? a.v[i] : t.v[i];
+        return t;
+#else
         uint32_t borrow = 0;
 #pragma unroll
         for (int i = 0; i < N; i++) {
@@ -142,10 +173,17 @@ struct alignas(16) Fe {
             borrow = (uint32_t)(d >> 63);
         }
         return borrow ? a : t;
+#endif
     }
 
+    // a + b < 2^(32N) (both moduli leave the top bit free): no carry out.
     __device__ __forceinline__ friend Fe operator+(const Fe& a, const Fe& b) {
         Fe s;
+#if KILN_FIELD_ADD_PTX
+        s.v[0] = ptx::add_cc(a.v[0], b.v[0]);
+#pragma unroll
+        for (int i = 1; i < N; i++) s.v[i] = i + 1 < N ? ptx::addc_cc(a.v[i], b.v[i]) : ptx::addc(a.v[i], b.v[i]);
+#else
         uint32_t carry = 0;
 #pragma unroll
         for (int i = 0; i < N; i++) {
@@ -153,11 +191,21 @@ struct alignas(16) Fe {
             s.v[i] = (uint32_t)t;
             carry = (uint32_t)(t >> 32);
         }
+#endif
         return reduce_once(s);
     }
 
     __device__ __forceinline__ friend Fe operator-(const Fe& a, const Fe& b) {
         Fe d;
+#if KILN_FIELD_ADD_PTX
+        d.v[0] = ptx::sub_cc(a.v[0], b.v[0]);
+#pragma unroll
+        for (int i = 1; i < N; i++) d.v[i] = ptx::subc_cc(a.v[i], b.v[i]);
+        const uint32_t under = ptx::subc(0, 0);  // all ones iff a < b: add p back
+        d.v[0] = ptx::add_cc(d.v[0], P::mod(0) & under);
+#pragma unroll
+        for (int i = 1; i < N; i++) d.v[i] = i + 1 < N ? ptx::addc_cc(d.v[i], P::mod(i) & under) : ptx::addc(d.v[i], P::mod(i) & under);
+#else
         uint32_t borrow = 0;
 #pragma unroll
         for (int i = 0; i < N; i++) {
@@ -174,6 +222,7 @@ struct alignas(16) Fe {
                 carry = (uint32_t)(t >> 32);
             }
         }
+#endif
         return d;
     }
 

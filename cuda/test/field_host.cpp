@@ -1,6 +1,7 @@
-// Host check of field.cuh's Montgomery product (the PTX carry flag is
-// emulated when __CUDA_ARCH__ is not defined). Reads lines "a b expected"
-// of hex limbs from stdin (field name first), prints the count that failed.
+// Host check of field.cuh's Montgomery product, sum and difference (the PTX
+// carry flag is emulated when __CUDA_ARCH__ is not defined). Reads lines
+// "a b a*b a+b a-b" of hex limbs from stdin (field name first), prints the
+// count of lines with a wrong result.
 // Built and run by kiln-gpu's field_host test (g++), no GPU needed.
 #define __device__
 #define __forceinline__ inline
@@ -17,21 +18,25 @@ static bool read_fe(F& x) {
     return true;
 }
 
+template <class F>
+static bool check(long& bad) {
+    F a, b, prod, sum, diff;
+    if (!read_fe(a) || !read_fe(b) || !read_fe(prod) || !read_fe(sum) || !read_fe(diff)) return false;
+    bad += !((a * b) == prod && (a + b) == sum && (a - b) == diff);
+    return true;
+}
+
 int main() {
     char field[8];
     long bad = 0, total = 0;
     while (scanf("%7s", field) == 1) {
         if (!strcmp(field, "fr")) {
-            Fr a, b, e;
-            if (!read_fe(a) || !read_fe(b) || !read_fe(e)) return 2;
-            bad += !((a * b) == e);
+            if (!check<Fr>(bad)) return 2;
         } else {
-            Fp a, b, e;
-            if (!read_fe(a) || !read_fe(b) || !read_fe(e)) return 2;
-            bad += !((a * b) == e);
+            if (!check<Fp>(bad)) return 2;
         }
         total++;
     }
-    printf("%ld of %ld products wrong\n", bad, total);
+    printf("%ld of %ld lines wrong\n", bad, total);
     return bad != 0;
 }

@@ -1,6 +1,7 @@
-//! The Montgomery product of cuda/field.cuh, checked on the CPU: the header is
-//! compiled as host C++ (g++, with the PTX carry flag emulated) and fed
-//! random and edge operands whose expected products come from blstrs (Fr)
+//! The Montgomery product, sum and difference of cuda/field.cuh, checked on
+//! the CPU: the header is compiled as host C++ (g++, with the PTX carry flag
+//! emulated), once per way of adding (`KILN_FIELD_ADD_PTX` 1 and 0), and fed
+//! random and edge operands whose expected results come from blstrs (Fr)
 //! and from big-integer arithmetic (Fp: blstrs does not export its Fp). This
 //! runs on machines without a GPU, so every CI run checks the carry-chain
 //! logic the kernels use; the GPU run (examples/gpu_check) checks the same
@@ -36,12 +37,12 @@ fn words(limbs: &[u64]) -> String {
     limbs.iter().flat_map(|l| [*l as u32, (*l >> 32) as u32]).map(|w| format!("{w:x}")).collect::<Vec<_>>().join(" ")
 }
 
-fn compile() -> PathBuf {
+fn compile(add_ptx: u8) -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../cuda");
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("field_host");
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("field_host_{add_ptx}"));
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
     let status = Command::new(&cxx)
-        .args(["-O2", "-std=c++17", "-Wall", "-o"])
+        .args(["-O2", "-std=c++17", "-Wall", &format!("-DKILN_FIELD_ADD_PTX={add_ptx}"), "-o"])
         .arg(&out)
         .arg(root.join("test/field_host.cpp"))
         .status()
@@ -51,7 +52,7 @@ fn compile() -> PathBuf {
 }
 
 #[test]
-fn montgomery_products_match_blstrs() {
+fn montgomery_arithmetic_matches_blstrs() {
     let mut rng = ChaCha8Rng::seed_from_u64(0x6b696c6e);
     let fr_edge = [Scalar::ZERO, Scalar::ONE, -Scalar::ONE, -Scalar::ONE.double(), Scalar::from(2u64), Scalar::ROOT_OF_UNITY];
     // Fp operands are raw Montgomery limbs (any value below p); the product
@@ -68,7 +69,8 @@ fn montgomery_products_match_blstrs() {
         // Every edge value against every value, random pairs otherwise.
         let others: Vec<&Scalar> = if i < fr_edge.len() { fr.iter().collect() } else { vec![&fr[(i * 7919) % fr.len()]] };
         for b in others {
-            input += &format!("fr {} {} {}\n", words(&fr_limbs(a)), words(&fr_limbs(b)), words(&fr_limbs(&(a * b))));
+            let (prod, sum, diff) = (a * b, a + b, a - b);
+            input += &format!("fr {} {} {} {} {}\n", words(&fr_limbs(a)), words(&fr_limbs(b)), words(&fr_limbs(&prod)), words(&fr_limbs(&sum)), words(&fr_limbs(&diff)));
             count += 1;
         }
     }
@@ -76,15 +78,19 @@ fn montgomery_products_match_blstrs() {
         let others: Vec<&BigUint> = if i < fp_edge.len() { fp.iter().collect() } else { vec![&fp[(i * 7919) % fp.len()]] };
         for b in others {
             let product = a * b * &r_inv % &p;
-            input += &format!("fp {} {} {}\n", words(&fp_limbs(a)), words(&fp_limbs(b)), words(&fp_limbs(&product)));
+            let sum = (a + b) % &p;
+            let diff = (a + &p - b) % &p;
+            input += &format!("fp {} {} {} {} {}\n", words(&fp_limbs(a)), words(&fp_limbs(b)), words(&fp_limbs(&product)), words(&fp_limbs(&sum)), words(&fp_limbs(&diff)));
             count += 1;
         }
     }
-    let exe = compile();
-    let mut child = Command::new(&exe).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("run field_host");
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "field_host: {text}");
-    assert_eq!(text.trim(), format!("0 of {count} products wrong"));
+    for add_ptx in [1, 0] {
+        let exe = compile(add_ptx);
+        let mut child = Command::new(&exe).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("run field_host");
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "field_host (KILN_FIELD_ADD_PTX={add_ptx}): {text}");
+        assert_eq!(text.trim(), format!("0 of {count} lines wrong"), "KILN_FIELD_ADD_PTX={add_ptx}");
+    }
 }
