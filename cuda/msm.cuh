@@ -150,10 +150,17 @@ extern "C" __global__ void kiln_msm_scan(const uint32_t* counts, uint32_t* offse
 }
 
 // Window w's sorted list starts at sorted + w * stride (stride: the number
-// of general scalars, which no window exceeds).
+// of general scalars, which no window exceeds). Windows go in batches of
+// KILN_MSM_SCATTER_BATCH: a batch's atomics are all issued before the
+// first write that waits for one's answer (one window at a time, each
+// write waits for its atomic's round trip).
+#ifndef KILN_MSM_SCATTER_BATCH
+#define KILN_MSM_SCATTER_BATCH 1
+#endif
 extern "C" __global__ void kiln_msm_scatter(const Fr* scalars, Selection sel, const uint8_t* cls, uint32_t n,
                                             uint32_t c, uint32_t windows, uint32_t stride, uint32_t* cursor,
                                             uint32_t* sorted) {
+    constexpr uint32_t BATCH = KILN_MSM_SCATTER_BATCH;
     uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n || cls[i] != 2) return;
     uint32_t s[10], pidx;
@@ -161,13 +168,24 @@ extern "C" __global__ void kiln_msm_scatter(const Fr* scalars, Selection sel, co
     plain(scalars, i, s);
     const uint32_t B = 1u << (c - 1);
     uint32_t carry = 0;
-    for (uint32_t w = 0; w < windows; w++) {
-        bool neg;
-        uint32_t d = window_digit(s, w, c, carry, neg);
-        if (d) {
-            uint32_t pos = atomicAdd(&cursor[(size_t)w * B + d - 1], 1u);
-            sorted[(size_t)w * stride + pos] = pidx | (neg ? 0x80000000u : 0u);
+    for (uint32_t w0 = 0; w0 < windows; w0 += BATCH) {
+        uint32_t pos[BATCH], val[BATCH];
+#pragma unroll
+        for (uint32_t j = 0; j < BATCH; j++) {
+            pos[j] = ~0u;
+            const uint32_t w = w0 + j;
+            if (w < windows) {
+                bool neg;
+                uint32_t d = window_digit(s, w, c, carry, neg);
+                if (d) {
+                    pos[j] = atomicAdd(&cursor[(size_t)w * B + d - 1], 1u);
+                    val[j] = pidx | (neg ? 0x80000000u : 0u);
+                }
+            }
         }
+#pragma unroll
+        for (uint32_t j = 0; j < BATCH; j++)
+            if (pos[j] != ~0u) sorted[(size_t)(w0 + j) * stride + pos[j]] = val[j];
     }
 }
 
