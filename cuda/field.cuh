@@ -146,12 +146,14 @@ struct alignas(16) Fe {
         return acc == 0;
     }
 
-    // Additions and subtractions in 64-bit C++ that ptxas turns into its own
-    // chains (the default), or as explicit PTX carry chains
-    // (KILN_FIELD_ADD_PTX=1, a variant being timed; both are checked on the
-    // host by kiln-gpu's field_host test).
+    // Additions and subtractions as explicit PTX carry chains (the default),
+    // or in 64-bit C++ (KILN_FIELD_ADD_PTX=0), which ptxas compiled into
+    // more instructions and registers: H200, 2026-12-03, the C++ form took
+    // 58.6 ms for an Fr NTT of 2^27 (chains: 48.9), 202 / 743 ms for G1 /
+    // G2 MSMs of 2^24 (168 / 539). Both forms are checked on the host by
+    // kiln-gpu's field_host test.
 #ifndef KILN_FIELD_ADD_PTX
-#define KILN_FIELD_ADD_PTX 0
+#define KILN_FIELD_ADD_PTX 1
 #endif
     // r = a - p if a >= p, else a.
     static __device__ __forceinline__ Fe reduce_once(const Fe& a) {

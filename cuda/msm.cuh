@@ -152,10 +152,10 @@ extern "C" __global__ void kiln_msm_scan(const uint32_t* counts, uint32_t* offse
 // Window w's sorted list starts at sorted + w * stride (stride: the number
 // of general scalars, which no window exceeds). Windows go in batches of
 // KILN_MSM_SCATTER_BATCH: a batch's atomics are all issued before the
-// first write that waits for one's answer (one window at a time, each
-// write waits for its atomic's round trip).
+// first write that waits for one's answer (with 1, each write waits for
+// its atomic's round trip; 8 measured 1 % faster on G1 2^24, within noise).
 #ifndef KILN_MSM_SCATTER_BATCH
-#define KILN_MSM_SCATTER_BATCH 1
+#define KILN_MSM_SCATTER_BATCH 8
 #endif
 extern "C" __global__ void kiln_msm_scatter(const Fr* scalars, Selection sel, const uint8_t* cls, uint32_t n,
                                             uint32_t c, uint32_t windows, uint32_t stride, uint32_t* cursor,
