@@ -265,6 +265,8 @@ fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     // --msm-only: the MSM cases alone (kernel variants that touch only the MSM).
     let msm_only = std::env::args().any(|a| a == "--msm-only");
+    // --ntt-only: the NTT and H pipeline cases alone (variants of the NTT).
+    let ntt_only = std::env::args().any(|a| a == "--ntt-only");
     if std::env::args().any(|a| a == "--stream-debug") && GpuDevice::count() > 0 && kiln_gpu::HAS_KERNELS {
         let dev = GpuDevice::open(0).expect("open GPU 0");
         let s = dev.new_stream().expect("stream");
@@ -297,6 +299,9 @@ fn main() {
         run(&mut t, &format!("h n={n}"), r);
     }
     for g2 in [false, true] {
+        if ntt_only {
+            break;
+        }
         let mut cases: Vec<(usize, Mix, Bits, bool, bool)> = vec![
             (1, Mix::Random, Bits::None, false, false),
             (2, Mix::Random, Bits::None, false, false),
