@@ -1,7 +1,8 @@
 // Host check of field.cuh's Montgomery product, sum and difference (the PTX
 // carry flag is emulated when __CUDA_ARCH__ is not defined). Reads lines
 // "a b a*b a+b a-b" of hex limbs from stdin (field name first), prints the
-// count of lines with a wrong result.
+// count of lines with a wrong result. Lines "fp2 a0 a1 b0 b1 (a*b).c0
+// (a*b).c1 (a^2).c0 (a^2).c1" check the Fp2 product and square.
 // Built and run by kiln-gpu's field_host test (g++), no GPU needed.
 #define __device__
 #define __forceinline__ inline
@@ -32,6 +33,13 @@ int main() {
     while (scanf("%7s", field) == 1) {
         if (!strcmp(field, "fr")) {
             if (!check<Fr>(bad)) return 2;
+        } else if (!strcmp(field, "fp2")) {
+            Fp2 a, b, prod, sq;
+            if (!read_fe(a.c0) || !read_fe(a.c1) || !read_fe(b.c0) || !read_fe(b.c1) || !read_fe(prod.c0) ||
+                !read_fe(prod.c1) || !read_fe(sq.c0) || !read_fe(sq.c1))
+                return 2;
+            Fp2 p = a * b, q = a.sqr();
+            bad += !(p.c0 == prod.c0 && p.c1 == prod.c1 && q.c0 == sq.c0 && q.c1 == sq.c1);
         } else {
             if (!check<Fp>(bad)) return 2;
         }

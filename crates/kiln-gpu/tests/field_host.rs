@@ -1,6 +1,7 @@
 //! The Montgomery product, sum and difference of cuda/field.cuh, checked on
 //! the CPU: the header is compiled as host C++ (g++, with the PTX carry flag
-//! emulated), once per way of adding (`KILN_FIELD_ADD_PTX` 1 and 0), and fed
+//! emulated), once per way of adding (`KILN_FIELD_ADD_PTX` 1 and 0; Fp2
+//! sums reduced or not, `KILN_FP2_LAZY`), and fed
 //! random and edge operands whose expected results come from blstrs (Fr)
 //! and from big-integer arithmetic (Fp: blstrs does not export its Fp). This
 //! runs on machines without a GPU, so every CI run checks the carry-chain
@@ -37,12 +38,12 @@ fn words(limbs: &[u64]) -> String {
     limbs.iter().flat_map(|l| [*l as u32, (*l >> 32) as u32]).map(|w| format!("{w:x}")).collect::<Vec<_>>().join(" ")
 }
 
-fn compile(add_ptx: u8) -> PathBuf {
+fn compile(add_ptx: u8, fp2_lazy: u8) -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../cuda");
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("field_host_{add_ptx}"));
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("field_host_{add_ptx}_{fp2_lazy}"));
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
     let status = Command::new(&cxx)
-        .args(["-O2", "-std=c++17", "-Wall", &format!("-DKILN_FIELD_ADD_PTX={add_ptx}"), "-o"])
+        .args(["-O2", "-std=c++17", "-Wall", &format!("-DKILN_FIELD_ADD_PTX={add_ptx}"), &format!("-DKILN_FP2_LAZY={fp2_lazy}"), "-o"])
         .arg(&out)
         .arg(root.join("test/field_host.cpp"))
         .status()
@@ -84,13 +85,29 @@ fn montgomery_arithmetic_matches_blstrs() {
             count += 1;
         }
     }
-    for add_ptx in [1, 0] {
-        let exe = compile(add_ptx);
+    // Fp2: (a0 + a1 u)(b0 + b1 u) with u^2 = -1, on Montgomery limbs (each
+    // product scaled by 2^-384), and the square of a.
+    let mont = |x: &BigUint, y: &BigUint| x * y * &r_inv % &p;
+    let sub = |x: BigUint, y: BigUint| (x + &p - y) % &p;
+    for i in 0..fp.len() {
+        let (a0, a1) = (&fp[i], &fp[(i * 31 + 7) % fp.len()]);
+        let (b0, b1) = (&fp[(i * 7919 + 3) % fp.len()], &fp[(i * 13 + 1) % fp.len()]);
+        let prod0 = sub(mont(a0, b0), mont(a1, b1));
+        let prod1 = (mont(a0, b1) + mont(a1, b0)) % &p;
+        let sq0 = sub(mont(a0, a0), mont(a1, a1));
+        let sq1 = (mont(a0, a1) * 2u8) % &p;
+        let w: Vec<String> = [a0, a1, b0, b1, &prod0, &prod1, &sq0, &sq1].iter().map(|x| words(&fp_limbs(x))).collect();
+        input += &format!("fp2 {}\n", w.join(" "));
+        count += 1;
+    }
+    for (add_ptx, fp2_lazy) in [(1, 0), (0, 0), (1, 1)] {
+        let exe = compile(add_ptx, fp2_lazy);
         let mut child = Command::new(&exe).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("run field_host");
         child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
         let out = child.wait_with_output().unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "field_host (KILN_FIELD_ADD_PTX={add_ptx}): {text}");
-        assert_eq!(text.trim(), format!("0 of {count} lines wrong"), "KILN_FIELD_ADD_PTX={add_ptx}");
+        let build = format!("KILN_FIELD_ADD_PTX={add_ptx} KILN_FP2_LAZY={fp2_lazy}");
+        assert!(out.status.success(), "field_host ({build}): {text}");
+        assert_eq!(text.trim(), format!("0 of {count} lines wrong"), "{build}");
     }
 }
