@@ -179,7 +179,7 @@ struct alignas(16) Fe {
     }
 
     // a + b without the final subtraction: < 2p for reduced a, b, which
-    // is a valid input of the Montgomery product (see operator*).
+    // is a valid input of Fp's Montgomery product (see operator*).
     static __device__ __forceinline__ Fe add_unreduced(const Fe& a, const Fe& b) {
         Fe s;
         s.v[0] = ptx::add_cc(a.v[0], b.v[0]);
@@ -250,6 +250,9 @@ struct alignas(16) Fe {
     // Y - a shift by whole pairs, folded into the next row's chain.
     // Bounds: T < 2p * 2^32 < 2^(32(N+1)) throughout (p < 2^(32N-1)), and
     // X, Y, Z >= 0 add up to T exactly, so Y never carries out of its top.
+    // Inputs below 2p (Fp2's unreduced sums) keep T < 4p * 2^32 <
+    // 2^(32(N+1)), and the result (ab + Mp)/R < p + 4p^2/R stays below 2p
+    // where 4p < R: true of Fp (p < 2^381, R = 2^384), not of Fr.
     __device__ __forceinline__ friend Fe operator*(const Fe& a, const Fe& b) {
         static_assert(N % 2 == 0, "limbs are handled in pairs");
         uint32_t X[N], Y[N], p[N], Z = 0;

@@ -89,9 +89,12 @@ fn montgomery_arithmetic_matches_blstrs() {
     // product scaled by 2^-384), and the square of a.
     let mont = |x: &BigUint, y: &BigUint| x * y * &r_inv % &p;
     let sub = |x: BigUint, y: BigUint| (x + &p - y) % &p;
-    for i in 0..fp.len() {
-        let (a0, a1) = (&fp[i], &fp[(i * 31 + 7) % fp.len()]);
-        let (b0, b1) = (&fp[(i * 7919 + 3) % fp.len()], &fp[(i * 13 + 1) % fp.len()]);
+    // Every combination of edge values (p - 1 + p - 1 is the largest
+    // unreduced Karatsuba sum), then random ones.
+    let e = fp_edge.len();
+    let mut quads: Vec<[&BigUint; 4]> = (0..e * e * e * e).map(|k| [&fp[k % e], &fp[k / e % e], &fp[k / (e * e) % e], &fp[k / (e * e * e)]]).collect();
+    quads.extend((0..fp.len()).map(|i| [&fp[i], &fp[(i * 31 + 7) % fp.len()], &fp[(i * 7919 + 3) % fp.len()], &fp[(i * 13 + 1) % fp.len()]]));
+    for [a0, a1, b0, b1] in quads {
         let prod0 = sub(mont(a0, b0), mont(a1, b1));
         let prod1 = (mont(a0, b1) + mont(a1, b0)) % &p;
         let sq0 = sub(mont(a0, a0), mont(a1, a1));
