@@ -18,24 +18,18 @@
 #endif
 namespace ptx {
 #ifdef __CUDA_ARCH__
-__device__ __forceinline__ uint32_t add_cc(uint32_t a, uint32_t b) {
-    uint32_t r; KILN_PTX("add.cc.u32 %0, %1, %2;", "=r"(r) : "r"(a), "r"(b)); return r;
-}
-__device__ __forceinline__ uint32_t addc_cc(uint32_t a, uint32_t b) {
-    uint32_t r; KILN_PTX("addc.cc.u32 %0, %1, %2;", "=r"(r) : "r"(a), "r"(b)); return r;
-}
-__device__ __forceinline__ uint32_t addc(uint32_t a, uint32_t b) {
-    uint32_t r; KILN_PTX("addc.u32 %0, %1, %2;", "=r"(r) : "r"(a), "r"(b)); return r;
-}
-__device__ __forceinline__ uint32_t sub_cc(uint32_t a, uint32_t b) {
-    uint32_t r; KILN_PTX("sub.cc.u32 %0, %1, %2;", "=r"(r) : "r"(a), "r"(b)); return r;
-}
-__device__ __forceinline__ uint32_t subc_cc(uint32_t a, uint32_t b) {
-    uint32_t r; KILN_PTX("subc.cc.u32 %0, %1, %2;", "=r"(r) : "r"(a), "r"(b)); return r;
-}
-__device__ __forceinline__ uint32_t subc(uint32_t a, uint32_t b) {
-    uint32_t r; KILN_PTX("subc.u32 %0, %1, %2;", "=r"(r) : "r"(a), "r"(b)); return r;
-}
+// Two-operand chain members: add/sub, setting (.cc) and/or taking (c) the flag.
+#define KILN_PTX_2(name, op)                                                     \
+    __device__ __forceinline__ uint32_t name(uint32_t a, uint32_t b) {            \
+        uint32_t r; KILN_PTX(op " %0, %1, %2;", "=r"(r) : "r"(a), "r"(b)); return r; \
+    }
+KILN_PTX_2(add_cc, "add.cc.u32")
+KILN_PTX_2(addc_cc, "addc.cc.u32")
+KILN_PTX_2(addc, "addc.u32")
+KILN_PTX_2(sub_cc, "sub.cc.u32")
+KILN_PTX_2(subc_cc, "subc.cc.u32")
+KILN_PTX_2(subc, "subc.u32")
+#undef KILN_PTX_2
 __device__ __forceinline__ uint32_t mad_lo_cc(uint32_t a, uint32_t b, uint32_t c) {
     uint32_t r; KILN_PTX("mad.lo.cc.u32 %0, %1, %2, %3;", "=r"(r) : "r"(a), "r"(b), "r"(c)); return r;
 }
@@ -190,12 +184,10 @@ struct alignas(16) Fe {
 
     // a + b < 2^(32N) (both moduli leave the top bit free): no carry out.
     __device__ __forceinline__ friend Fe operator+(const Fe& a, const Fe& b) {
-        Fe s;
 #if KILN_FIELD_ADD_PTX
-        s.v[0] = ptx::add_cc(a.v[0], b.v[0]);
-#pragma unroll
-        for (int i = 1; i < N; i++) s.v[i] = i + 1 < N ? ptx::addc_cc(a.v[i], b.v[i]) : ptx::addc(a.v[i], b.v[i]);
+        return reduce_once(add_unreduced(a, b));
 #else
+        Fe s;
         uint32_t carry = 0;
 #pragma unroll
         for (int i = 0; i < N; i++) {
@@ -203,8 +195,8 @@ struct alignas(16) Fe {
             s.v[i] = (uint32_t)t;
             carry = (uint32_t)(t >> 32);
         }
-#endif
         return reduce_once(s);
+#endif
     }
 
     __device__ __forceinline__ friend Fe operator-(const Fe& a, const Fe& b) {
