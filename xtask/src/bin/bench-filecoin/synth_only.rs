@@ -12,8 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{anyhow, Result};
-use blstrs::Scalar;
-use ff::Field;
+use kiln_groth16::msm::{scalar_mix, ScalarMix};
 use kiln_pipeline::JobSource;
 use kiln_synth::{AssignmentBuffers, CircuitCache};
 use rayon::prelude::*;
@@ -31,45 +30,21 @@ pub struct SynthTimes {
     /// Witness-only syntheses whose circuit segments ran in parallel.
     pub segmented: u64,
     pub shape: kiln_synth::CircuitShape,
-    /// Partition 0's aux values by MSM class: all of them (the L query),
-    /// those in the A query and those in the B query.
-    pub classes: [ScalarClasses; 3],
+    /// Partition 0's aux values by MSM class (0 skipped, 1 summed apart,
+    /// the rest bucketed: what an MSM's cost depends on): all of them (the
+    /// L query), those in the A query and those in the B query.
+    pub classes: [ScalarMix; 3],
 }
 
-/// How many of an MSM's scalars are 0 (skipped), 1 (summed apart) and
-/// anything else (bucketed): what an MSM's cost depends on.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ScalarClasses {
-    pub zero: usize,
-    pub one: usize,
-    pub other: usize,
+/// One query's scalar classes, as a line.
+fn mix_line(m: &ScalarMix) -> String {
+    let total = m.zeros + m.ones + m.others;
+    let n = total.max(1) as f64;
+    format!("{total} ({:.1} % 0, {:.1} % 1, {} other)", 100.0 * m.zeros as f64 / n, 100.0 * m.ones as f64 / n, m.others)
 }
 
-impl ScalarClasses {
-    fn of<'a>(values: impl Iterator<Item = &'a Scalar>) -> ScalarClasses {
-        let mut c = ScalarClasses::default();
-        for v in values {
-            if bool::from(v.is_zero()) {
-                c.zero += 1;
-            } else if *v == Scalar::ONE {
-                c.one += 1;
-            } else {
-                c.other += 1;
-            }
-        }
-        c
-    }
-
-    fn json(&self) -> serde_json::Value {
-        json!({"zero": self.zero, "one": self.one, "other": self.other})
-    }
-}
-
-impl std::fmt::Display for ScalarClasses {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let n = (self.zero + self.one + self.other).max(1) as f64;
-        write!(f, "{} ({:.1} % 0, {:.1} % 1, {} other)", self.zero + self.one + self.other, 100.0 * self.zero as f64 / n, 100.0 * self.one as f64 / n, self.other)
-    }
+fn mix_json(m: &ScalarMix) -> serde_json::Value {
+    json!({"zero": m.zeros, "one": m.ones, "other": m.others})
 }
 
 impl SynthTimes {
@@ -78,7 +53,7 @@ impl SynthTimes {
                "witness_ms": self.witness_ms, "witness_median_ms": median(&self.witness_ms),
                "all_partitions_ms": self.all_partitions_ms,
                "segmented_syntheses": self.segmented, "shape": format!("{:?}", self.shape),
-               "aux_classes": {"l": self.classes[0].json(), "a": self.classes[1].json(), "b": self.classes[2].json()}})
+               "aux_classes": {"l": mix_json(&self.classes[0]), "a": mix_json(&self.classes[1]), "b": mix_json(&self.classes[2])}})
     }
 
     pub fn line(&self) -> String {
@@ -92,9 +67,9 @@ impl SynthTimes {
             self.witness_ms.len(),
             self.segmented,
             self.all_partitions_ms,
-            self.classes[0],
-            self.classes[1],
-            self.classes[2]
+            mix_line(&self.classes[0]),
+            mix_line(&self.classes[1]),
+            mix_line(&self.classes[2])
         )
     }
 }
@@ -119,11 +94,8 @@ pub fn run(job: &Arc<dyn JobSource>, timed: usize) -> Result<SynthTimes> {
     let (compile_ms, first) = synth(0, AssignmentBuffers::heap())?;
     let shape = first.shape();
     let aux = first.aux();
-    let classes = [
-        ScalarClasses::of(aux.iter()),
-        ScalarClasses::of(first.a_aux_density.iter_set().map(|i| &aux[i])),
-        ScalarClasses::of(first.b_aux_density.iter_set().map(|i| &aux[i])),
-    ];
+    let query = |d: &kiln_synth::Density| d.iter_set().map(|i| aux[i]).collect::<Vec<_>>();
+    let classes = [scalar_mix(aux), scalar_mix(&query(&first.a_aux_density)), scalar_mix(&query(&first.b_aux_density))];
     drop(first);
     // vec![x; n] writes every element: the pages are touched here.
     let touched = || AssignmentBuffers::heap_with_capacity(shape.num_constraints, shape.num_aux);
