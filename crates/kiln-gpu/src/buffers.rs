@@ -99,12 +99,32 @@ impl GpuDevice {
         stream.synchronize()?;
         Ok(out)
     }
+    /// Points `indices` of `v`, read back one by one (for spot checks).
+    pub fn download_g1(&self, stream: &GpuStream, v: &DeviceG1, indices: &[usize]) -> Result<Vec<G1Affine>, GpuError> {
+        gather(stream, &v.buf, indices)
+    }
+    /// As [`GpuDevice::download_g1`], in G2.
+    pub fn download_g2(&self, stream: &GpuStream, v: &DeviceG2, indices: &[usize]) -> Result<Vec<G2Affine>, GpuError> {
+        gather(stream, &v.buf, indices)
+    }
     pub fn upload_g1(&self, stream: &GpuStream, v: &[G1Affine]) -> Result<DeviceG1, GpuError> {
         Ok(DeviceG1 { buf: stream.clone_htod(as_words(v))? })
     }
     pub fn upload_g2(&self, stream: &GpuStream, v: &[G2Affine]) -> Result<DeviceG2, GpuError> {
         Ok(DeviceG2 { buf: stream.clone_htod(as_words(v))? })
     }
+}
+
+fn gather<T: Limbs + Default + Clone>(s: &GpuStream, buf: &CudaSlice<u64>, indices: &[usize]) -> Result<Vec<T>, GpuError> {
+    let n = buf.len() / T::WORDS;
+    let mut words = Vec::with_capacity(indices.len() * T::WORDS);
+    for &i in indices {
+        if i >= n {
+            return Err(GpuError::InvalidArgument(format!("element {i} of a buffer of {n}")));
+        }
+        words.extend(s.clone_dtoh(&buf.slice(i * T::WORDS..(i + 1) * T::WORDS))?);
+    }
+    Ok(from_words(&words))
 }
 
 #[cfg(test)]
