@@ -83,7 +83,7 @@ impl ParamSet {
     /// What the engine proves against: the `.params` file, made on first
     /// use for test sizes (see the module doc).
     pub fn srs_spec(&self) -> SrsSpec {
-        SrsSpec { id: self.cache_id.clone(), path: self.params_path(), generate: Some(self.generate.clone()) }
+        SrsSpec::generated(self.cache_id.clone(), self.params_path(), self.generate.clone())
     }
 
     /// Make sure `.params`, `.vk` and `.meta` exist (generating them for test
