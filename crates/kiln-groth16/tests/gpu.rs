@@ -152,7 +152,7 @@ fn test_setup_points_made_on_the_device_give_the_cpus_proofs() {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
     for (kind, constraints, inputs) in [(WorkloadKind::Dense, 1, 0), (WorkloadKind::FilecoinLike, 5, 3), (WorkloadKind::Dense, 3001, 2), (WorkloadKind::FilecoinLike, 70_000, 4)] {
         let c = SyntheticCircuit { kind, constraints, inputs, structure_seed: 8, witness_seed: Some(9) };
-        let params = Arc::new(setup::test_setup(c, [constraints as u8; 32]).unwrap());
+        let params = Arc::new(setup::test_setup(c, [constraints as u8; 32], &mut |_| Ok(())).unwrap());
         let rs = Randomness::random(&mut rng);
         let run = |b: &dyn ProverBackend| {
             let asg = synthesize(c, AssignmentBuffers::heap()).unwrap();

@@ -35,7 +35,7 @@ fn a_test_setup_is_the_generators_key_for_the_same_secrets() {
         for (constraints, inputs) in [(1, 0), (7, 3), (300, 8)] {
             let c = SyntheticCircuit { kind, constraints, inputs, structure_seed: 5, witness_seed: None };
             let file = ParamsFile::from_parameters(&setup::generate(c, &mut rand_chacha::ChaCha20Rng::from_seed(seed)).unwrap());
-            let ts = setup::test_setup(c, seed).unwrap();
+            let ts = setup::test_setup(c, seed, &mut |_| Ok(())).unwrap();
             assert!(ts.is_test_setup() && !file.is_test_setup());
             assert_eq!(ts.size_bytes(), 32 * (ts.len(Section::H) + ts.len(Section::L) + ts.len(Section::A) + ts.len(Section::BG1)) as u64);
             same_keys(&ts, &file, &format!("{kind:?} {constraints}"));
@@ -46,14 +46,14 @@ fn a_test_setup_is_the_generators_key_for_the_same_secrets() {
 #[test]
 fn the_cpu_proves_with_a_test_setup_and_the_proof_verifies() {
     let c = SyntheticCircuit { kind: WorkloadKind::FilecoinLike, constraints: 1000, inputs: 4, structure_seed: 2, witness_seed: None };
-    let params = Arc::new(setup::test_setup(c, [1u8; 32]).unwrap());
+    let params = Arc::new(setup::test_setup(c, [1u8; 32], &mut |_| Ok(())).unwrap());
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
     for w in 0..3 {
         let asg = synthesize(c.with_witness(w), AssignmentBuffers::heap()).unwrap();
         finish(prove_start(&CpuBackend, &params, asg, Randomness::random(&mut rng)).unwrap()).expect("the proof verifies");
     }
     // Another seed is another key: the proof of one does not verify under the other.
-    let other = Arc::new(setup::test_setup(c, [2u8; 32]).unwrap());
+    let other = Arc::new(setup::test_setup(c, [2u8; 32], &mut |_| Ok(())).unwrap());
     assert_ne!(other.vk(), params.vk());
 }
 
@@ -124,8 +124,8 @@ impl Circuit<Scalar> for AsWhole {
 fn the_segmented_qap_is_the_whole_circuits() {
     for (segments, per) in [(0, 3), (1, 0), (1, 4), (5, 3), (16, 40)] {
         let toy = Toy { segments, per, x: None, irregular: false };
-        let seg = setup::test_setup_segmented(&toy, [9u8; 32]).unwrap();
-        let whole = setup::test_setup(AsWhole(toy), [9u8; 32]).unwrap();
+        let seg = setup::test_setup_segmented(&toy, [9u8; 32], &mut |_| Ok(())).unwrap();
+        let whole = setup::test_setup(AsWhole(toy), [9u8; 32], &mut |_| Ok(())).unwrap();
         same_keys(&seg, &whole, &format!("{segments} segments of {per}"));
         // And a proof with it verifies.
         let filled = Toy { x: Some(Scalar::from(3u64)), ..toy };
@@ -137,8 +137,21 @@ fn the_segmented_qap_is_the_whole_circuits() {
 }
 
 #[test]
+fn a_refused_admission_stops_the_setup_with_a_memory_error() {
+    let c = SyntheticCircuit { kind: WorkloadKind::Dense, constraints: 100, inputs: 1, structure_seed: 1, witness_seed: None };
+    let mut asked = 0;
+    let err = setup::test_setup(c, [0; 32], &mut |bytes| {
+        asked = bytes;
+        Err("the budget is full".into())
+    })
+    .unwrap_err();
+    assert_eq!(asked, setup::peak_bytes(102, 128), "asked for the peak of 102 variables over a domain of 128");
+    assert!(matches!(&err, kiln_groth16::ProveError::Memory(m) if m.contains("the budget is full")), "{err}");
+}
+
+#[test]
 fn a_segment_of_another_shape_is_refused() {
     let toy = Toy { segments: 3, per: 2, x: None, irregular: true };
-    let err = setup::test_setup_segmented(&toy, [1u8; 32]).unwrap_err().to_string();
+    let err = setup::test_setup_segmented(&toy, [1u8; 32], &mut |_| Ok(())).unwrap_err().to_string();
     assert!(err.contains("segment 1") && err.contains("changed shape"), "{err}");
 }

@@ -39,12 +39,14 @@ impl JobSource for OnTestSetup {
             "/nonexistent/synthetic-test-setup.vk",
             Arc::new(move |budget: &kiln_memory::MemoryBudget| {
                 opened.fetch_add(1, Ordering::SeqCst);
-                let need = setup::test_setup::peak_bytes(blank.constraints + 8, 1 << 12);
-                let hold = budget.reserve_blocking(need, MemoryClass::Srs).map_err(|e| e.to_string())?;
-                reserved.store(budget.snapshot().reserved as usize, Ordering::SeqCst);
-                let params = setup::test_setup(blank, SEED).map_err(|e| e.to_string());
+                let mut hold = None;
+                let params = setup::test_setup(blank, SEED, &mut |bytes| {
+                    hold = Some(budget.reserve_blocking(bytes, MemoryClass::Srs).map_err(|e| e.to_string())?);
+                    reserved.store(budget.snapshot().reserved as usize, Ordering::SeqCst);
+                    Ok(())
+                });
                 drop(hold);
-                params
+                params.map_err(|e| e.to_string())
             }),
         )
     }
@@ -67,7 +69,7 @@ fn a_test_setup_is_made_once_inside_the_budget_and_proofs_verify() {
         engine.submit(JobRequest::new(format!("ts-{k}"), Priority::Normal, job.clone())).unwrap();
     }
     let vk_params = ParamsFile::from_setup_scalars(
-        setup::test_setup(SyntheticCircuit { witness_seed: None, ..jobs[0].inner.circuit(0) }, SEED).unwrap().vk().clone(),
+        setup::test_setup(SyntheticCircuit { witness_seed: None, ..jobs[0].inner.circuit(0) }, SEED, &mut |_| Ok(())).unwrap().vk().clone(),
         Default::default(),
     );
     for (k, job) in jobs.iter().enumerate() {

@@ -24,6 +24,7 @@ pub mod qap;
 pub mod table;
 pub mod test_setup;
 pub use fast::{generate_fast, Progress, Secrets, SetupScalars};
+pub use qap::{peak_bytes, Admit};
 pub use test_setup::{test_setup, test_setup_segmented};
 
 /// Generate random parameters for `circuit` (its witness is not needed) with

@@ -37,9 +37,29 @@ struct Sizes {
     constraints: usize,
 }
 
+/// Asked, once the circuit's sizes are counted and before anything of
+/// their size is allocated, for the host bytes the evaluation and the
+/// scalars made from it will need at most ([`peak_bytes`]); an error stops
+/// the evaluation.
+pub type Admit<'a> = &'a mut dyn FnMut(u64) -> Result<(), String>;
+
+/// Host bytes of a QAP of this size plus the scalars made from it, at
+/// most: three evaluations per variable and the Lagrange basis, then the
+/// L, A and B scalars (one per variable at most each) and H's (the domain)
+/// while the evaluations are consumed.
+pub fn peak_bytes(num_variables: usize, domain: usize) -> u64 {
+    let fr = std::mem::size_of::<Scalar>() as u64;
+    (4 * num_variables as u64 + 2 * domain as u64) * fr
+}
+
+fn admit_sizes(admit: Admit<'_>, s: Sizes) -> Result<(), SynthesisError> {
+    admit(peak_bytes(s.inputs + s.aux, domain_of(s))).map_err(|e| SynthesisError::IoError(std::io::Error::other(e)))
+}
+
 /// The QAP of `circuit` at `tau`, on one thread.
-pub fn evaluate<C: Circuit<Scalar> + Clone>(circuit: C, tau: Scalar) -> Result<Qap, SynthesisError> {
+pub fn evaluate<C: Circuit<Scalar> + Clone>(circuit: C, tau: Scalar, admit: Admit<'_>) -> Result<Qap, SynthesisError> {
     let sizes = count(|cs| circuit.clone().synthesize(cs))?;
+    admit_sizes(admit, sizes)?;
     let mut qap = Qap::zeroed(Sizes::default(), tau);
     qap.domain = domain_of(sizes);
     qap.z_tau = tau.pow_vartime([qap.domain as u64]) - Scalar::ONE;
@@ -58,7 +78,7 @@ pub fn evaluate<C: Circuit<Scalar> + Clone>(circuit: C, tau: Scalar) -> Result<Q
 /// The QAP of a segmented circuit at `tau`: the prefix once, the segments
 /// in parallel. Every segment must have the first one's sizes (a segment
 /// that differs is an error, as the circuit's contract is broken).
-pub fn evaluate_segmented<S: SegmentedCircuit>(circuit: &S, tau: Scalar) -> Result<Qap, SynthesisError> {
+pub fn evaluate_segmented<S: SegmentedCircuit>(circuit: &S, tau: Scalar, admit: Admit<'_>) -> Result<Qap, SynthesisError> {
     let k = circuit.segments();
     let prefix = count(|cs| circuit.synthesize_part(cs, None))?;
     let first = if k == 0 { prefix } else { count(|cs| circuit.synthesize_part(cs, Some(0)))? };
@@ -72,6 +92,7 @@ pub fn evaluate_segmented<S: SegmentedCircuit>(circuit: &S, tau: Scalar) -> Resu
         aux: prefix.aux + k * seg.aux,
         constraints: prefix.constraints + k * seg.constraints,
     };
+    admit_sizes(admit, whole)?;
     let mut qap = Qap::zeroed(whole, tau);
     let lagrange = lagrange_at(tau, qap.domain);
 

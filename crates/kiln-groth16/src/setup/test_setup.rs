@@ -19,37 +19,43 @@ use kiln_synth::SegmentedCircuit;
 use rand::SeedableRng;
 
 use super::fast::{Secrets, SetupScalars};
-use super::qap::{self, Qap};
+use super::qap::{self, Admit, Qap};
 use crate::error::ProveError;
 use crate::params::ParamsFile;
 
 /// The parameters of a test setup of `circuit` (its witness is not
-/// needed), from `seed`.
-pub fn test_setup<C: Circuit<Scalar> + Clone>(circuit: C, seed: [u8; 32]) -> Result<ParamsFile, ProveError> {
+/// needed), from `seed`. `admit` is asked for the host bytes the making
+/// needs at most, before they are allocated ([`qap::peak_bytes`]); the
+/// result holds less ([`ParamsFile::size_bytes`]).
+pub fn test_setup<C: Circuit<Scalar> + Clone>(circuit: C, seed: [u8; 32], admit: Admit<'_>) -> Result<ParamsFile, ProveError> {
     let secrets = secrets(seed);
-    finish(qap::evaluate(circuit, secrets.tau), &secrets)
+    let mut refused = None;
+    let qap = qap::evaluate(circuit, secrets.tau, &mut recording(admit, &mut refused));
+    finish(qap, refused, &secrets)
 }
 
 /// As [`test_setup`], for a circuit made of segments, whose QAP is
 /// evaluated on every core (one segment per task).
-pub fn test_setup_segmented<S: SegmentedCircuit>(circuit: &S, seed: [u8; 32]) -> Result<ParamsFile, ProveError> {
+pub fn test_setup_segmented<S: SegmentedCircuit>(circuit: &S, seed: [u8; 32], admit: Admit<'_>) -> Result<ParamsFile, ProveError> {
     let secrets = secrets(seed);
-    finish(qap::evaluate_segmented(circuit, secrets.tau), &secrets)
+    let mut refused = None;
+    let qap = qap::evaluate_segmented(circuit, secrets.tau, &mut recording(admit, &mut refused));
+    finish(qap, refused, &secrets)
 }
 
-/// Host bytes a test setup of a circuit of this size needs while it is
-/// made (the QAP's three evaluations per variable and the Lagrange basis,
-/// before the scalars replace them), so a caller can reserve them first.
-pub fn peak_bytes(num_variables: usize, domain: usize) -> u64 {
-    let fr = std::mem::size_of::<Scalar>() as u64;
-    (3 * num_variables as u64 + domain as u64) * fr + (num_variables as u64 + domain as u64) * fr
+/// `admit`, keeping its refusal so it is reported as such.
+fn recording<'a>(admit: Admit<'a>, refused: &'a mut Option<String>) -> impl FnMut(u64) -> Result<(), String> + 'a {
+    move |bytes| admit(bytes).inspect_err(|e| *refused = Some(e.clone()))
 }
 
 fn secrets(seed: [u8; 32]) -> Secrets {
     Secrets::random(&mut rand_chacha::ChaCha20Rng::from_seed(seed))
 }
 
-fn finish(qap: Result<Qap, SynthesisError>, secrets: &Secrets) -> Result<ParamsFile, ProveError> {
+fn finish(qap: Result<Qap, SynthesisError>, refused: Option<String>, secrets: &Secrets) -> Result<ParamsFile, ProveError> {
+    if let Some(why) = refused {
+        return Err(ProveError::Memory(format!("making a test setup: {why}")));
+    }
     let synth = |e: SynthesisError| ProveError::Synth(e.into());
     let (scalars, ic) = SetupScalars::from_qap(qap.map_err(synth)?, secrets).map_err(synth)?;
     Ok(ParamsFile::from_setup_scalars(secrets.verifying_key(&ic), scalars))
