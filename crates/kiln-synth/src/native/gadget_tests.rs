@@ -22,7 +22,7 @@ use crate::AssignmentBuffers;
 
 /// The gadget's public inputs (after ONE) and aux, recorded by kiln's
 /// recording constraint system; its constraints must hold.
-fn record(gadget: impl FnOnce(&mut RecordingCs) -> Result<(), SynthesisError>) -> (Vec<Scalar>, Vec<Scalar>) {
+pub(super) fn record(gadget: impl FnOnce(&mut RecordingCs) -> Result<(), SynthesisError>) -> (Vec<Scalar>, Vec<Scalar>) {
     let mut cs = RecordingCs::with_buffers(AssignmentBuffers::heap());
     cs.alloc_input(|| "ONE", || Ok(Scalar::ONE)).unwrap();
     gadget(&mut cs).unwrap();
@@ -35,7 +35,7 @@ fn record(gadget: impl FnOnce(&mut RecordingCs) -> Result<(), SynthesisError>) -
 
 /// What `native` writes into areas of the recorded sizes; every slot must
 /// be written.
-fn native(sizes: (usize, usize), write: impl FnOnce(&mut AssignmentWriter<'_>)) -> (Vec<Scalar>, Vec<Scalar>) {
+pub(super) fn native(sizes: (usize, usize), write: impl FnOnce(&mut AssignmentWriter<'_>)) -> (Vec<Scalar>, Vec<Scalar>) {
     let (mut inputs, mut aux) = (vec![Scalar::ZERO; sizes.0], vec![Scalar::ZERO; sizes.1]);
     let mut w = AssignmentWriter::new(&mut inputs, &mut aux);
     write(&mut w);

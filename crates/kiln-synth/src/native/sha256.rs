@@ -24,6 +24,8 @@
 use blstrs::Scalar;
 use ff::Field;
 
+use super::AssignmentWriter;
+
 /// SHA-256's round constants (FIPS 180-4, 4.2.2).
 const ROUND_CONSTANTS: [u32; 64] = [
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be,
@@ -95,63 +97,35 @@ impl Word {
     }
 }
 
-/// Where the witness goes: the caller's aux slice from a position on.
-/// Writing past its end is a bug in the caller's sizing and panics.
-pub struct AuxWriter<'a> {
-    out: &'a mut [Scalar],
-    at: usize,
-}
-
-/// A bit as a field element, without a branch.
+/// A bit as a field element, without a branch (the bits are random, a
+/// branch on each would mostly be mispredicted).
 const BITS: [Scalar; 2] = [Scalar::ZERO, Scalar::ONE];
 
-impl<'a> AuxWriter<'a> {
-    /// Write from the start of `out`.
-    pub fn new(out: &'a mut [Scalar]) -> Self {
-        AuxWriter { out, at: 0 }
-    }
+/// The next aux variable, a bit.
+#[inline]
+fn put_bit(w: &mut AssignmentWriter<'_>, b: bool) {
+    w.aux(BITS[usize::from(b)]);
+}
 
-    /// How many values have been written.
-    pub fn written(&self) -> usize {
-        self.at
+/// The low `n` bits of `v`, least significant first.
+#[inline]
+fn put_bits(w: &mut AssignmentWriter<'_>, v: u64, n: usize) {
+    for i in 0..n {
+        w.aux(BITS[((v >> i) & 1) as usize]);
     }
+}
 
-    /// One bit.
-    #[inline]
-    pub fn bit(&mut self, b: bool) {
-        self.out[self.at] = BITS[b as usize];
-        self.at += 1;
+/// The bits of `v` where `mask` is set, least significant first.
+#[inline]
+fn put_masked(w: &mut AssignmentWriter<'_>, v: u32, mask: u32) {
+    if mask == u32::MAX {
+        return put_bits(w, u64::from(v), 32);
     }
-
-    /// The low `n` bits of `v`, least significant first.
-    #[inline]
-    pub fn bits(&mut self, v: u64, n: usize) {
-        let out = &mut self.out[self.at..self.at + n];
-        for (i, slot) in out.iter_mut().enumerate() {
-            *slot = BITS[((v >> i) & 1) as usize];
-        }
-        self.at += n;
-    }
-
-    /// The bits of `v` where `mask` is set, least significant first.
-    #[inline]
-    fn masked(&mut self, v: u32, mask: u32) {
-        if mask == u32::MAX {
-            return self.bits(u64::from(v), 32);
-        }
-        let mut m = mask;
-        while m != 0 {
-            let i = m.trailing_zeros();
-            self.bit((v >> i) & 1 == 1);
-            m &= m - 1;
-        }
-    }
-
-    /// Any value.
-    #[inline]
-    pub fn value(&mut self, v: Scalar) {
-        self.out[self.at] = v;
-        self.at += 1;
+    let mut m = mask;
+    while m != 0 {
+        let i = m.trailing_zeros();
+        put_bit(w, (v >> i) & 1 == 1);
+        m &= m - 1;
     }
 }
 
@@ -182,31 +156,31 @@ impl Bit {
 
     /// `Boolean::and`: folds constants; any two variables (plain or
     /// negated) allocate their conjunction.
-    fn and(a: Bit, b: Bit, out: &mut AuxWriter) -> Bit {
+    fn and(a: Bit, b: Bit, w: &mut AssignmentWriter<'_>) -> Bit {
         match (a, b) {
             (Bit::Const(false), _) | (_, Bit::Const(false)) => Bit::Const(false),
             (Bit::Const(true), x) | (x, Bit::Const(true)) => x,
             _ => {
                 let v = a.get() & b.get();
-                out.bit(v);
+                put_bit(w, v);
                 Bit::Is(v)
             }
         }
     }
 
     /// `Boolean::sha256_ch`: (a and b) xor ((not a) and c), its cases in its order.
-    fn ch(a: Bit, b: Bit, c: Bit, out: &mut AuxWriter) -> Bit {
+    fn ch(a: Bit, b: Bit, c: Bit, w: &mut AssignmentWriter<'_>) -> Bit {
         let v = (a.get() & b.get()) ^ (!a.get() & c.get());
         match (a, b, c) {
             (Bit::Const(_), Bit::Const(_), Bit::Const(_)) => Bit::Const(v),
             (Bit::Const(false), _, c) => c,
-            (a, Bit::Const(false), c) => Bit::and(a.not(), c, out),
-            (a, b, Bit::Const(false)) => Bit::and(a, b, out),
-            (a, b, Bit::Const(true)) => Bit::and(a, b.not(), out).not(),
-            (a, Bit::Const(true), c) => Bit::and(a.not(), c.not(), out).not(),
+            (a, Bit::Const(false), c) => Bit::and(a.not(), c, w),
+            (a, b, Bit::Const(false)) => Bit::and(a, b, w),
+            (a, b, Bit::Const(true)) => Bit::and(a, b.not(), w).not(),
+            (a, Bit::Const(true), c) => Bit::and(a.not(), c.not(), w).not(),
             // a is constant true, or all three are variables.
             _ => {
-                out.bit(v);
+                put_bit(w, v);
                 Bit::Is(v)
             }
         }
@@ -214,19 +188,19 @@ impl Bit {
 
     /// `Boolean::sha256_maj`: (a and b) xor (a and c) xor (b and c), its
     /// cases in its order; the general case allocates maj, then b and c.
-    fn maj(a: Bit, b: Bit, c: Bit, out: &mut AuxWriter) -> Bit {
+    fn maj(a: Bit, b: Bit, c: Bit, w: &mut AssignmentWriter<'_>) -> Bit {
         let v = (a.get() & b.get()) ^ (a.get() & c.get()) ^ (b.get() & c.get());
         match (a, b, c) {
             (Bit::Const(_), Bit::Const(_), Bit::Const(_)) => Bit::Const(v),
-            (Bit::Const(false), b, c) => Bit::and(b, c, out),
-            (a, Bit::Const(false), c) => Bit::and(a, c, out),
-            (a, b, Bit::Const(false)) => Bit::and(a, b, out),
-            (a, b, Bit::Const(true)) => Bit::and(a.not(), b.not(), out).not(),
-            (a, Bit::Const(true), c) => Bit::and(a.not(), c.not(), out).not(),
-            (Bit::Const(true), b, c) => Bit::and(b.not(), c.not(), out).not(),
+            (Bit::Const(false), b, c) => Bit::and(b, c, w),
+            (a, Bit::Const(false), c) => Bit::and(a, c, w),
+            (a, b, Bit::Const(false)) => Bit::and(a, b, w),
+            (a, b, Bit::Const(true)) => Bit::and(a.not(), b.not(), w).not(),
+            (a, Bit::Const(true), c) => Bit::and(a.not(), c.not(), w).not(),
+            (Bit::Const(true), b, c) => Bit::and(b.not(), c.not(), w).not(),
             _ => {
-                out.bit(v);
-                Bit::and(b, c, out);
+                put_bit(w, v);
+                Bit::and(b, c, w);
                 Bit::Is(v)
             }
         }
@@ -237,32 +211,32 @@ impl Bit {
 /// (false passes the other bit through, true negates its view); two
 /// variables allocate the xor of the variables behind them and the result
 /// is negated when exactly one of them was.
-fn xor(a: Word, b: Word, out: &mut AuxWriter) -> Word {
+fn xor(a: Word, b: Word, w: &mut AssignmentWriter<'_>) -> Word {
     let value = a.value ^ b.value;
     let constant = a.constant & b.constant;
     let allocated = !a.constant & !b.constant;
     // A constant true flips the other bit's view; constants carry no negation.
     let negated = (a.negated ^ b.negated ^ (a.constant & a.value) ^ (b.constant & b.value)) & !constant;
-    out.masked(value ^ negated, allocated);
+    put_masked(w, value ^ negated, allocated);
     Word { value, constant, negated }
 }
 
 /// `UInt32::sha256_ch` (e, f, g).
-fn ch(a: Word, b: Word, c: Word, out: &mut AuxWriter) -> Word {
+fn ch(a: Word, b: Word, c: Word, w: &mut AssignmentWriter<'_>) -> Word {
     let value = (a.value & b.value) ^ (!a.value & c.value);
     if a.constant | b.constant | c.constant == 0 {
-        out.bits(u64::from(value), 32);
+        put_bits(w, u64::from(value), 32);
         return Word::variable(value);
     }
     let mut r = Word::constant(0);
     for i in 0..32 {
-        r.set_bit(i, Bit::ch(a.bit(i), b.bit(i), c.bit(i), out));
+        r.set_bit(i, Bit::ch(a.bit(i), b.bit(i), c.bit(i), w));
     }
     r
 }
 
 /// `UInt32::sha256_maj` (a, b, c).
-fn maj(a: Word, b: Word, c: Word, out: &mut AuxWriter) -> Word {
+fn maj(a: Word, b: Word, c: Word, w: &mut AssignmentWriter<'_>) -> Word {
     if a.constant | b.constant | c.constant == 0 {
         let value = (a.value & b.value) ^ (a.value & c.value) ^ (b.value & c.value);
         let bc = b.value & c.value;
@@ -271,12 +245,12 @@ fn maj(a: Word, b: Word, c: Word, out: &mut AuxWriter) -> Word {
         for i in 0..32 {
             spread |= u64::from((value >> i) & 1) << (2 * i) | u64::from((bc >> i) & 1) << (2 * i + 1);
         }
-        out.bits(spread, 64);
+        put_bits(w, spread, 64);
         return Word::variable(value);
     }
     let mut r = Word::constant(0);
     for i in 0..32 {
-        r.set_bit(i, Bit::maj(a.bit(i), b.bit(i), c.bit(i), out));
+        r.set_bit(i, Bit::maj(a.bit(i), b.bit(i), c.bit(i), w));
     }
     r
 }
@@ -285,15 +259,15 @@ fn maj(a: Word, b: Word, c: Word, out: &mut AuxWriter) -> Word {
 /// constant; otherwise every bit of the full sum is allocated, as many as
 /// the largest possible sum needs (33 for two operands, up to 36), of
 /// which the low 32 are the result.
-fn addmany(operands: &[Word], out: &mut AuxWriter) -> Word {
+fn addmany(operands: &[Word], w: &mut AssignmentWriter<'_>) -> Word {
     debug_assert!((2..=10).contains(&operands.len()));
-    let sum: u64 = operands.iter().map(|w| u64::from(w.value)).sum();
-    if operands.iter().all(|w| w.constant == u32::MAX) {
+    let sum: u64 = operands.iter().map(|op| u64::from(op.value)).sum();
+    if operands.iter().all(|op| op.constant == u32::MAX) {
         return Word::constant(sum as u32);
     }
     let max = operands.len() as u64 * u64::from(u32::MAX);
     let width = (64 - max.leading_zeros()) as usize;
-    out.bits(sum, width);
+    put_bits(w, sum, width);
     Word::variable(sum as u32)
 }
 
@@ -319,39 +293,39 @@ impl Pending {
     /// `Maybe::compute`: a concrete word is returned as it is (`others`
     /// is then ignored, as the gadget ignores it); a deferred sum is added
     /// up with `others` appended.
-    fn compute(self, others: &[Word], out: &mut AuxWriter) -> Word {
+    fn compute(self, others: &[Word], w: &mut AssignmentWriter<'_>) -> Word {
         if self.len == 1 {
             return self.operands[0];
         }
         let mut ops = [Word::constant(0); 10];
         ops[..self.len].copy_from_slice(&self.operands[..self.len]);
         ops[self.len..self.len + others.len()].copy_from_slice(others);
-        addmany(&ops[..self.len + others.len()], out)
+        addmany(&ops[..self.len + others.len()], w)
     }
 }
 
 /// `sha256_compression_function`: one 512-bit block (16 message words)
 /// into the chaining value `state`.
-pub fn compress(state: &[Word; 8], block: &[Word; 16], out: &mut AuxWriter) -> [Word; 8] {
-    let mut w = [Word::constant(0); 64];
-    w[..16].copy_from_slice(block);
+pub fn compress(state: &[Word; 8], block: &[Word; 16], w: &mut AssignmentWriter<'_>) -> [Word; 8] {
+    let mut schedule = [Word::constant(0); 64];
+    schedule[..16].copy_from_slice(block);
     for i in 16..64 {
-        let s0 = xor(xor(w[i - 15].rotr(7), w[i - 15].rotr(18), out), w[i - 15].shr(3), out);
-        let s1 = xor(xor(w[i - 2].rotr(17), w[i - 2].rotr(19), out), w[i - 2].shr(10), out);
-        w[i] = addmany(&[w[i - 16], s0, w[i - 7], s1], out);
+        let s0 = xor(xor(schedule[i - 15].rotr(7), schedule[i - 15].rotr(18), w), schedule[i - 15].shr(3), w);
+        let s1 = xor(xor(schedule[i - 2].rotr(17), schedule[i - 2].rotr(19), w), schedule[i - 2].shr(10), w);
+        schedule[i] = addmany(&[schedule[i - 16], s0, schedule[i - 7], s1], w);
     }
 
     let mut a = Pending::done(state[0]);
     let [_, mut b, mut c, mut d, _, mut f, mut g, mut h] = *state;
     let mut e = Pending::done(state[4]);
     for i in 0..64 {
-        let new_e = e.compute(&[], out);
-        let s1 = xor(xor(new_e.rotr(6), new_e.rotr(11), out), new_e.rotr(25), out);
-        let ch = ch(new_e, f, g, out);
-        let temp1 = [h, s1, ch, Word::constant(ROUND_CONSTANTS[i]), w[i]];
-        let new_a = a.compute(&[], out);
-        let s0 = xor(xor(new_a.rotr(2), new_a.rotr(13), out), new_a.rotr(22), out);
-        let maj = maj(new_a, b, c, out);
+        let new_e = e.compute(&[], w);
+        let s1 = xor(xor(new_e.rotr(6), new_e.rotr(11), w), new_e.rotr(25), w);
+        let ch = ch(new_e, f, g, w);
+        let temp1 = [h, s1, ch, Word::constant(ROUND_CONSTANTS[i]), schedule[i]];
+        let new_a = a.compute(&[], w);
+        let s0 = xor(xor(new_a.rotr(2), new_a.rotr(13), w), new_a.rotr(22), w);
+        let maj = maj(new_a, b, c, w);
         h = g;
         g = f;
         f = new_e;
@@ -362,14 +336,14 @@ pub fn compress(state: &[Word; 8], block: &[Word; 16], out: &mut AuxWriter) -> [
         a = Pending::sum_of(&[temp1[0], temp1[1], temp1[2], temp1[3], temp1[4], s0, maj]);
     }
 
-    let h0 = a.compute(&[state[0]], out);
-    let h1 = addmany(&[state[1], b], out);
-    let h2 = addmany(&[state[2], c], out);
-    let h3 = addmany(&[state[3], d], out);
-    let h4 = e.compute(&[state[4]], out);
-    let h5 = addmany(&[state[5], f], out);
-    let h6 = addmany(&[state[6], g], out);
-    let h7 = addmany(&[state[7], h], out);
+    let h0 = a.compute(&[state[0]], w);
+    let h1 = addmany(&[state[1], b], w);
+    let h2 = addmany(&[state[2], c], w);
+    let h3 = addmany(&[state[3], d], w);
+    let h4 = e.compute(&[state[4]], w);
+    let h5 = addmany(&[state[5], f], w);
+    let h6 = addmany(&[state[6], g], w);
+    let h7 = addmany(&[state[7], h], w);
     [h0, h1, h2, h3, h4, h5, h6, h7]
 }
 
@@ -377,7 +351,7 @@ pub fn compress(state: &[Word; 8], block: &[Word; 16], out: &mut AuxWriter) -> [
 /// Filecoin hashes is): the padding as constants, then one compression per
 /// block from the IV. Returns the digest's words (big-endian: the first
 /// word's most significant bit is the digest's first bit).
-pub fn sha256(message: &[Word], out: &mut AuxWriter) -> [Word; 8] {
+pub fn sha256(message: &[Word], w: &mut AssignmentWriter<'_>) -> [Word; 8] {
     let bit_len = message.len() as u64 * 32;
     let mut state = IV.map(Word::constant);
     let mut block = [Word::constant(0); 16];
@@ -386,19 +360,19 @@ pub fn sha256(message: &[Word], out: &mut AuxWriter) -> [Word; 8] {
     let mut chunks = message.chunks_exact(16);
     for whole in &mut chunks {
         block.copy_from_slice(whole);
-        state = compress(&state, &block, out);
+        state = compress(&state, &block, w);
     }
     let tail = chunks.remainder();
     block = [Word::constant(0); 16];
     block[..tail.len()].copy_from_slice(tail);
     block[tail.len()] = Word::constant(0x8000_0000);
     if tail.len() + 1 > 14 {
-        state = compress(&state, &block, out);
+        state = compress(&state, &block, w);
         block = [Word::constant(0); 16];
     }
     block[14] = Word::constant((bit_len >> 32) as u32);
     block[15] = Word::constant(bit_len as u32);
-    compress(&state, &block, out)
+    compress(&state, &block, w)
 }
 
 /// The digest's words as 32 bytes, as a byte-oriented SHA-256 returns them.

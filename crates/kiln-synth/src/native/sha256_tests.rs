@@ -3,19 +3,18 @@
 //! count, the same digest, and the same constant / negated pattern in the
 //! digest's words (what the next gadget's allocations depend on).
 
-use bellpepper_core::ConstraintSystem;
 use bellperson::gadgets::boolean::{AllocatedBit, Boolean};
 use bellperson::gadgets::sha256::{sha256_compression_function, sha256 as sha256_gadget};
 use bellperson::gadgets::uint32::UInt32;
 use blstrs::Scalar;
-use ff::Field;
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::{compress, digest_bytes, sha256, AuxWriter, Word};
+use super::super::gadget_tests::{native, record};
+use super::super::AssignmentWriter;
+use super::{compress, digest_bytes, sha256, Word};
 use crate::cs::RecordingCs;
-use crate::AssignmentBuffers;
 
 /// How the gadget sees one bit.
 #[derive(Clone, Copy, Debug)]
@@ -80,51 +79,43 @@ fn word_of(bits_le: &[Boolean]) -> Word {
     w
 }
 
-fn recording_cs() -> RecordingCs {
-    let mut cs = RecordingCs::with_buffers(AssignmentBuffers::heap());
-    cs.alloc_input(|| "ONE", || Ok(Scalar::ONE)).unwrap();
-    cs
-}
-
-/// Run `gadget` after the message's own variables; return its aux values
-/// and its digest words.
-fn gadget_run(cs: &mut RecordingCs, gadget: impl FnOnce(&mut RecordingCs) -> Vec<Word>) -> (Vec<Scalar>, Vec<Word>) {
-    let before = cs.num_aux;
-    let digest = gadget(cs);
-    let aux = cs.bufs.aux.as_slice()[before..cs.num_aux].to_vec();
-    (aux, digest)
-}
-
-/// The native run into a slice of exactly the gadget's size: it must fill
-/// it and not write past it.
-fn native_run(expected_len: usize, run: impl FnOnce(&mut AuxWriter) -> Vec<Word>) -> (Vec<Scalar>, Vec<Word>) {
-    // One slot of slack, poisoned, to see a run that writes too much.
-    let mut out = vec![Scalar::from(7u64); expected_len + 1];
-    let mut w = AuxWriter::new(&mut out);
-    let digest = run(&mut w);
-    let written = w.written();
-    assert_eq!(written, expected_len, "the native run allocates {written} values, the gadget {expected_len}");
-    out.truncate(written);
-    (out, digest)
-}
-
-fn assert_same(gadget: (Vec<Scalar>, Vec<Word>), native: (Vec<Scalar>, Vec<Word>)) {
-    if let Some(i) = gadget.0.iter().zip(&native.0).position(|(g, n)| g != n) {
-        panic!("aux {i} of {} differs: gadget {:?}, native {:?}", gadget.0.len(), gadget.0[i], native.0[i]);
+/// The message's variables as the native side writes them before the
+/// hash (the gadget side allocates them in `booleans`).
+fn message_variables(w: &mut AssignmentWriter<'_>, bits: &[TestBit]) {
+    for &(kind, v) in bits {
+        match kind {
+            Kind::Const => {}
+            Kind::Is => w.bit(v),
+            Kind::Not => w.bit(!v),
+        }
     }
-    assert_eq!(gadget.1, native.1, "digest words (values, constant and negated masks)");
+}
+
+/// Gadget and native runs of one hash: the same variables, bit for bit
+/// (the native run must fill exactly the gadget's count), the same digest.
+fn assert_same(gadget: &(Vec<Scalar>, Vec<Scalar>), gadget_digest: &[Word], native_run: &(Vec<Scalar>, Vec<Scalar>), native_digest: &[Word]) {
+    let (want, got) = (&gadget.1, &native_run.1);
+    if let Some(i) = want.iter().zip(got).position(|(g, n)| g != n) {
+        panic!("aux {i} of {} differs: gadget {:?}, native {:?}", want.len(), want[i], got[i]);
+    }
+    assert_eq!(gadget_digest, native_digest, "digest words (values, constant and negated masks)");
 }
 
 /// The whole hash, gadget and native, on `bits`.
 fn check_hash(bits: &[TestBit]) {
-    let mut cs = recording_cs();
-    let input = booleans(&mut cs, bits);
-    let gadget = gadget_run(&mut cs, |cs| {
-        let be = sha256_gadget(&mut *cs, &input).unwrap();
-        be.chunks(32).map(|w| word_of(&w.iter().rev().cloned().collect::<Vec<_>>())).collect()
+    let mut gadget_digest = Vec::new();
+    let want = record(|cs| {
+        let input = booleans(cs, bits);
+        let be = sha256_gadget(&mut *cs, &input)?;
+        gadget_digest = be.chunks(32).map(|w| word_of(&w.iter().rev().cloned().collect::<Vec<_>>())).collect();
+        Ok(())
     });
-    let native = native_run(gadget.0.len(), |out| sha256(&words(bits), out).to_vec());
-    assert_same(gadget, native);
+    let mut native_digest = Vec::new();
+    let got = native((want.0.len(), want.1.len()), |w| {
+        message_variables(w, bits);
+        native_digest = sha256(&words(bits), w).to_vec();
+    });
+    assert_same(&want, &gadget_digest, &got, &native_digest);
 }
 
 fn test_bit() -> impl Strategy<Value = TestBit> {
@@ -152,18 +143,24 @@ proptest! {
     /// every bit of either of any kind.
     #[test]
     fn compression_of_random_blocks_matches_the_gadget(block in test_words(16), state in test_words(8)) {
-        let mut cs = recording_cs();
-        let input = booleans(&mut cs, &block);
-        let state_bits = booleans(&mut cs, &state);
-        let state_words: Vec<UInt32> = state_bits.chunks(32).map(UInt32::from_bits_be).collect();
-        let gadget = gadget_run(&mut cs, |cs| {
-            let out = sha256_compression_function(&mut *cs, &input, &state_words).unwrap();
-            out.into_iter().map(|w| word_of(&w.into_bits())).collect()
+        let mut gadget_digest = Vec::new();
+        let want = record(|cs| {
+            let input = booleans(cs, &block);
+            let state_bits = booleans(cs, &state);
+            let state_words: Vec<UInt32> = state_bits.chunks(32).map(UInt32::from_bits_be).collect();
+            let out = sha256_compression_function(&mut *cs, &input, &state_words)?;
+            gadget_digest = out.into_iter().map(|w| word_of(&w.into_bits())).collect();
+            Ok(())
         });
         let native_state: [Word; 8] = words(&state).try_into().unwrap();
         let native_block: [Word; 16] = words(&block).try_into().unwrap();
-        let native = native_run(gadget.0.len(), |out| compress(&native_state, &native_block, out).to_vec());
-        assert_same(gadget, native);
+        let mut native_digest = Vec::new();
+        let got = native((want.0.len(), want.1.len()), |w| {
+            message_variables(w, &block);
+            message_variables(w, &state);
+            native_digest = compress(&native_state, &native_block, w).to_vec();
+        });
+        assert_same(&want, &gadget_digest, &got, &native_digest);
     }
 
     /// Whole hashes of random messages of 0 to 40 words: every tail length,
@@ -217,8 +214,11 @@ fn a_tree_d_node_matches_the_gadget() {
 fn digests_are_sha256() {
     let hash = |bytes: &[u8]| {
         let message: Vec<Word> = bytes.chunks(4).map(|c| Word::constant(u32::from_be_bytes(c.try_into().unwrap()))).collect();
-        let mut none: [Scalar; 0] = [];
-        digest_bytes(&sha256(&message, &mut AuxWriter::new(&mut none)))
+        let (mut no_inputs, mut no_aux): ([Scalar; 0], [Scalar; 0]) = ([], []);
+        let mut w = AssignmentWriter::new(&mut no_inputs, &mut no_aux);
+        let digest = digest_bytes(&sha256(&message, &mut w));
+        w.finish().unwrap();
+        digest
     };
     let hex = |d: [u8; 32]| d.iter().map(|b| format!("{b:02x}")).collect::<String>();
     assert_eq!(hex(hash(b"")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
