@@ -100,14 +100,16 @@ fn every_kind_becomes_a_job_of_the_right_shape() {
 /// PoRep's challenges are synthesized in parallel once the circuit is
 /// compiled: that assignment equals the whole circuit's ordinary synthesis
 /// bit for bit (the ordinary one is what the e2e test proves and
-/// filecoin-proofs' verify_seal accepts).
+/// filecoin-proofs' verify_seal accepts). The native witness is switched
+/// off here: this is the gadget path it falls back to (tests/native.rs
+/// checks the native one).
 #[test]
 fn porep_challenges_in_parallel_give_the_ordinary_assignment() {
     let j = job(&payload(PayloadKind::PorepSealCommit)).unwrap();
     let want = j.synthesize(0, AssignmentBuffers::heap(), SynthContext::plain()).unwrap();
     let cache = CircuitCache::unbounded();
     for round in 0..3 {
-        let got = j.synthesize(0, AssignmentBuffers::heap(), cache.context("porep-2k", usize::MAX)).unwrap();
+        let got = j.synthesize(0, AssignmentBuffers::heap(), cache.context("porep-2k", usize::MAX).with_native(false)).unwrap();
         assert_eq!(got.shape(), want.shape(), "round {round}");
         assert_eq!(got.input, want.input, "round {round}");
         assert!(got.aux() == want.aux(), "round {round}: aux differs");
