@@ -22,6 +22,7 @@ use bellperson::SynthesisError;
 use kiln_pipeline::SrsSpec;
 use kiln_synth::SynthError;
 
+pub mod native;
 pub mod ni_porep;
 pub mod params;
 pub mod payload;
