@@ -12,13 +12,12 @@ mod fake_srs;
 #[path = "support/inputs.rs"]
 mod inputs;
 
-use std::sync::Arc;
-
-use inputs::{job, payload, payloads};
+use inputs::{params_of, payload, payloads};
+use kiln_filecoin::job_for_payload as job;
 use kiln_filecoin::payload::{Payload, PayloadKind};
 use kiln_filecoin::porep::PorepRequest;
 use kiln_filecoin::{ni_porep, porep, registered, vanilla, verify};
-use kiln_groth16::{finish, prove_start, CpuBackend, ParamsFile, Randomness};
+use kiln_groth16::{finish, prove_start, CpuBackend, Randomness};
 use kiln_synth::{AssignmentBuffers, CircuitCache, SynthContext};
 use rand::SeedableRng;
 
@@ -75,10 +74,7 @@ fn window_post_is_proved_by_kiln_and_accepted_by_filecoin_proofs() {
     let p = payload(PayloadKind::WindowPostPartition);
     let j = job(&p).unwrap();
     let spec = j.srs();
-    if !spec.path.exists() {
-        (spec.generate.as_ref().unwrap())(&spec.path).unwrap();
-    }
-    let params = Arc::new(ParamsFile::open(&spec.path).unwrap());
+    let params = params_of(&*j);
     let shape = j.partition_shape(&params, 0);
     let buffers = || AssignmentBuffers::heap_with_capacity(shape.domain(), shape.num_aux);
     // The compiled gadget path (WindowPoSt's circuit synthesizes its
@@ -195,11 +191,7 @@ fn ni_porep_is_proved_by_kiln_and_accepted_by_verify_seal() {
     fake_srs::ensure_fake_srs(&ni_porep::srs_path());
     let j = job(&p).unwrap();
     assert_eq!((j.num_partitions(), j.kind_label()), (13, "ni-porep-c2"));
-    let spec = j.srs();
-    if !spec.path.exists() {
-        (spec.generate.as_ref().unwrap())(&spec.path).unwrap();
-    }
-    let params = Arc::new(ParamsFile::open(&spec.path).unwrap());
+    let params = params_of(&*j);
     let mut rng = rand::thread_rng();
     let started = std::time::Instant::now();
     let proofs: Vec<_> = (0..j.num_partitions())

@@ -37,11 +37,7 @@ fn record(circuit: impl Circuit<Scalar>) -> (Vec<Scalar>, Vec<Scalar>) {
 
 /// What `write` writes into areas of the recorded sizes (all of them).
 fn native(sizes: (usize, usize), write: impl FnOnce(&mut AssignmentWriter<'_>)) -> (Vec<Scalar>, Vec<Scalar>) {
-    let (mut inputs, mut aux) = (vec![Scalar::ZERO; sizes.0], vec![Scalar::ZERO; sizes.1]);
-    let mut w = AssignmentWriter::new(&mut inputs, &mut aux);
-    write(&mut w);
-    w.finish().unwrap();
-    (inputs, aux)
+    AssignmentWriter::fill_new(sizes.0, sizes.1, write).unwrap()
 }
 
 fn random(r: &mut ChaCha8Rng, n: usize) -> Vec<Scalar> {

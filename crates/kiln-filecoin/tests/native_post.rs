@@ -7,22 +7,18 @@
 #[path = "support/inputs.rs"]
 mod inputs;
 
-use std::sync::Arc;
-
-use inputs::{job, payload};
+use inputs::{params_of, payload};
+use kiln_filecoin::job_for_payload as job;
 use kiln_filecoin::payload::PayloadKind;
 use kiln_filecoin::verify;
-use kiln_groth16::{finish, prove_start, CpuBackend, ParamsFile, Randomness};
+use kiln_groth16::{finish, prove_start, CpuBackend, Randomness};
 use kiln_synth::{AssignmentBuffers, CircuitCache, SynthContext};
 
 fn native_assignment_is_the_gadgets_and_its_proof_verifies(kind: PayloadKind) {
     let p = payload(kind);
     let j = job(&p).unwrap();
     let spec = j.srs();
-    if !spec.path.exists() {
-        (spec.generate.as_ref().unwrap())(&spec.path).unwrap();
-    }
-    let params = Arc::new(ParamsFile::open(&spec.path).unwrap());
+    let params = params_of(&*j);
     let shape = j.partition_shape(&params, 0);
     let buffers = || AssignmentBuffers::heap_with_capacity(shape.domain(), shape.num_aux);
     let gadget = j.synthesize(0, buffers(), SynthContext::plain()).unwrap();

@@ -1,20 +1,18 @@
 //! For tests: real 2 KiB inputs of every kind, sealed once per test
 //! process (the parameter cache under the target's tmp dir is set up first:
-//! filecoin-proofs reads its settings once), and the job each becomes.
+//! filecoin-proofs reads its settings once), and their parameter files.
 #![allow(dead_code)]
 
 use std::sync::{Arc, OnceLock};
 
 use kiln_filecoin::payload::{Payload, PayloadKind};
-use kiln_filecoin::porep::PorepRequest;
-use kiln_filecoin::post::PostRequest;
-use kiln_filecoin::snap::SnapRequest;
-use kiln_filecoin::{porep, post, snap, vanilla, PoStType};
+use kiln_filecoin::vanilla;
+use kiln_groth16::ParamsFile;
 use kiln_pipeline::JobSource;
 use rand::SeedableRng;
 
 /// The payloads of one sealed 2 KiB sector, made once for all tests (the
-/// parameter cache is set up first: filecoin-proofs reads its settings once).
+/// parameter cache is set up first: filecoin-proofs reads its settings once), and their parameter files.
 pub fn payloads() -> &'static [Payload] {
     static P: OnceLock<Vec<Payload>> = OnceLock::new();
     P.get_or_init(|| {
@@ -30,34 +28,12 @@ pub fn payload(kind: PayloadKind) -> Payload {
     payloads().iter().find(|p| p.proof_kind == kind).unwrap().clone()
 }
 
-pub fn job(p: &Payload) -> Result<Arc<dyn JobSource>, String> {
-    match p.proof_kind {
-        PayloadKind::PorepSealCommit => porep::job(
-            &p.vanilla_proof,
-            &PorepRequest { sector_size: p.sector_size, registered_proof: p.registered_proof, sector_number: p.sector_number },
-        ),
-        PayloadKind::SnapDealsUpdate => snap::job(&SnapRequest {
-            registered_proof: p.registered_proof,
-            sector_size: p.sector_size,
-            vanilla_proofs: &p.vanilla_proofs,
-            comm_r_old: &p.comm_r_old,
-            comm_r_new: &p.comm_r_new,
-            comm_d_new: &p.comm_d_new,
-        }),
-        PayloadKind::WindowPostPartition | PayloadKind::WinningPost => {
-            let typ = if p.proof_kind == PayloadKind::WinningPost { PoStType::Winning } else { PoStType::Window };
-            post::job(
-                typ,
-                &PostRequest {
-                    registered_proof: p.registered_proof,
-                    sector_size: p.sector_size,
-                    vanilla_proofs: &p.vanilla_proofs,
-                    randomness: &p.randomness,
-                    miner_id: p.miner_id,
-                    partition_index: p.partition_index,
-                },
-            )
-        }
+/// The job's parameters, generated first when missing (test sizes), as the
+/// engine does.
+pub fn params_of(j: &dyn JobSource) -> Arc<ParamsFile> {
+    let spec = j.srs();
+    if !spec.path.exists() {
+        (spec.generate.as_ref().expect("test sizes have a generator"))(&spec.path).unwrap();
     }
+    Arc::new(ParamsFile::open(&spec.path).unwrap())
 }
-
