@@ -22,7 +22,7 @@ use crate::AssignmentBuffers;
 
 /// The gadget's public inputs (after ONE) and aux, recorded by kiln's
 /// recording constraint system; its constraints must hold.
-pub(super) fn record(gadget: impl FnOnce(&mut RecordingCs) -> Result<(), SynthesisError>) -> (Vec<Scalar>, Vec<Scalar>) {
+fn record(gadget: impl FnOnce(&mut RecordingCs) -> Result<(), SynthesisError>) -> (Vec<Scalar>, Vec<Scalar>) {
     let mut cs = RecordingCs::with_buffers(AssignmentBuffers::heap());
     cs.alloc_input(|| "ONE", || Ok(Scalar::ONE)).unwrap();
     gadget(&mut cs).unwrap();
@@ -33,14 +33,9 @@ pub(super) fn record(gadget: impl FnOnce(&mut RecordingCs) -> Result<(), Synthes
     (cs.input[1..].to_vec(), cs.bufs.aux.as_slice()[..cs.num_aux].to_vec())
 }
 
-/// What `native` writes into areas of the recorded sizes; every slot must
-/// be written.
+/// What `write` writes into areas of the recorded sizes (all of them).
 pub(super) fn native(sizes: (usize, usize), write: impl FnOnce(&mut AssignmentWriter<'_>)) -> (Vec<Scalar>, Vec<Scalar>) {
-    let (mut inputs, mut aux) = (vec![Scalar::ZERO; sizes.0], vec![Scalar::ZERO; sizes.1]);
-    let mut w = AssignmentWriter::new(&mut inputs, &mut aux);
-    write(&mut w);
-    w.finish().unwrap();
-    (inputs, aux)
+    AssignmentWriter::fill_new(sizes.0, sizes.1, write).unwrap()
 }
 
 fn elements(seed: u64, n: usize) -> Vec<Scalar> {

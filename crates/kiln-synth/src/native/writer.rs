@@ -46,6 +46,17 @@ impl<'a> AssignmentWriter<'a> {
         AssignmentWriter { inputs, aux, next_input: 0, next_aux: 0 }
     }
 
+    /// Runs `write` over fresh zeroed areas of `inputs` and `aux` elements
+    /// and returns them, once it has filled every slot exactly: for tests
+    /// and tools that compare a native routine with a recorded gadget.
+    pub fn fill_new(inputs: usize, aux: usize, write: impl FnOnce(&mut AssignmentWriter<'_>)) -> Result<(Vec<Scalar>, Vec<Scalar>), String> {
+        let (mut input_area, mut aux_area) = (vec![Scalar::ZERO; inputs], vec![Scalar::ZERO; aux]);
+        let mut w = AssignmentWriter::new(&mut input_area, &mut aux_area);
+        write(&mut w);
+        w.finish()?;
+        Ok((input_area, aux_area))
+    }
+
     /// The next aux variable.
     #[inline]
     pub fn aux(&mut self, v: Scalar) {

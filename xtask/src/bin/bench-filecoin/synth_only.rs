@@ -1,20 +1,19 @@
 //! `--synth-only`: the CPU half of a Filecoin proof on its own. Per kind,
 //! partition 0 is synthesized once the recording way (the compiled path's
-//! first time), then `timed` times with the gadget path's witness
-//! (`with_native(false)`) and `timed` times with the native witness
-//! generator (the engine's default), each on every core and again on one
-//! core; then all partitions at once on the engine's synthesis workers.
-//! Needs no parameters and no GPU, so the witness code can be measured on
-//! any host. The witness-only runs get buffers of the recorded size,
-//! allocated and written before the clock starts, as the engine's pool
-//! hands them out (else first-touch page faults would be timed as
-//! synthesis).
+//! first time) and then `timed` times the witness-only way, which is what
+//! every later partition against the same parameters costs; then all
+//! partitions at once on the engine's synthesis workers. Needs no
+//! parameters and no GPU, so the witness code can be measured on any host.
+//! The witness-only runs get buffers of the recorded size, allocated and
+//! written before the clock starts, as the engine's pool hands them out
+//! (else first-touch page faults would be timed as synthesis).
 //!
-//! Witness time is what the circuit cache records for the witness alone
-//! (gadget path: the witness code, segments in parallel where the circuit
-//! has them; native: the generator), without the a/b/c products and the
-//! native path's row check. Run on a one-thread pool it is the witness's
-//! core time, reported as core-seconds per million constraints.
+//! Those runs take the gadget path (the circuit's own witness code). For
+//! kinds with a native witness generator the same number of runs then take
+//! the native path (checked against the recorded R1CS), and both witnesses
+//! are timed once more on a single core (a one-thread pool: wall time is
+//! core time), against the floor of writing the aux vector once at this
+//! host's single-core memory write bandwidth (measured here, same run).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -28,47 +27,67 @@ use serde_json::json;
 
 use crate::report::median;
 
-/// One witness path's times (ms), from the circuit cache's witness clock.
-#[derive(Default)]
-pub struct PathTimes {
-    /// Witness wall time, every core available.
-    pub wall_ms: Vec<f64>,
-    /// Witness time on a one-thread pool: its core time.
-    pub one_core_ms: Vec<f64>,
-}
-
-impl PathTimes {
-    /// Core-seconds of witness per million constraints (one-core median).
-    pub fn core_s_per_mconstraint(&self, constraints: usize) -> Option<f64> {
-        median(&self.one_core_ms).map(|ms| ms / 1e3 / (constraints as f64 / 1e6))
-    }
-
-    fn json(&self, constraints: usize) -> serde_json::Value {
-        json!({"wall_ms": self.wall_ms, "wall_median_ms": median(&self.wall_ms), "one_core_ms": self.one_core_ms,
-               "one_core_median_ms": median(&self.one_core_ms), "core_s_per_mconstraint": self.core_s_per_mconstraint(constraints)})
-    }
-}
-
 /// One kind's synthesis times (ms).
 pub struct SynthTimes {
     pub label: String,
     pub partitions: usize,
     pub compile_ms: f64,
-    /// Whole syntheses of partition 0 (witness, a/b/c, checks) the engine's
-    /// way (native witness where the kind has one), every core.
-    pub synth_ms: Vec<f64>,
-    /// The gadget path's witness.
-    pub gadget: PathTimes,
-    /// The native generator's witness (`None`: the kind has none).
-    pub native: Option<PathTimes>,
+    pub witness_ms: Vec<f64>,
     pub all_partitions_ms: f64,
-    /// Gadget-path witness-only syntheses whose circuit segments ran in parallel.
+    /// Witness-only syntheses whose circuit segments ran in parallel.
     pub segmented: u64,
     pub shape: kiln_synth::CircuitShape,
     /// Partition 0's aux values by MSM class (0 skipped, 1 summed apart,
     /// the rest bucketed: what an MSM's cost depends on): all of them (the
     /// L query), those in the A query and those in the B query.
     pub classes: [ScalarMix; 3],
+    /// Witness time of the gadget-path runs (ms, from the cache's counters).
+    pub gadget_witness_ms: Vec<f64>,
+    /// The native path, for kinds that have a generator.
+    pub native: Option<NativeTimes>,
+}
+
+/// The native path's times, and both witnesses on one core.
+pub struct NativeTimes {
+    /// Whole syntheses (witness, a/b/c, the check), every core.
+    pub synth_ms: Vec<f64>,
+    /// Their witnesses alone.
+    pub witness_ms: Vec<f64>,
+    /// One core: the gadget path's witness, the native one.
+    pub gadget_witness_1core_ms: f64,
+    pub native_witness_1core_ms: f64,
+    /// Writing the aux vector once at the single-core write bandwidth.
+    pub floor_ms: f64,
+    pub write_gb_s: f64,
+}
+
+impl NativeTimes {
+    fn json(&self, constraints: usize) -> serde_json::Value {
+        let per_m = |ms: f64| ms / 1e3 / (constraints as f64 / 1e6);
+        json!({"synth_ms": self.synth_ms, "synth_median_ms": median(&self.synth_ms),
+               "witness_ms": self.witness_ms, "witness_median_ms": median(&self.witness_ms),
+               "gadget_witness_1core_ms": self.gadget_witness_1core_ms, "native_witness_1core_ms": self.native_witness_1core_ms,
+               "gadget_witness_core_s_per_m": per_m(self.gadget_witness_1core_ms),
+               "native_witness_core_s_per_m": per_m(self.native_witness_1core_ms),
+               "speedup": self.gadget_witness_1core_ms / self.native_witness_1core_ms,
+               "floor_ms": self.floor_ms, "write_gb_s_1core": self.write_gb_s})
+    }
+
+    fn line(&self, constraints: usize) -> String {
+        let per_m = |ms: f64| ms / 1e3 / (constraints as f64 / 1e6);
+        format!(
+            "  native: synthesis {:.1} ms, witness {:.1} ms (medians, every core); one core: witness gadget {:.1} ms ({:.3} core-s/M constraints), native {:.1} ms ({:.4} core-s/M), {:.1}x; floor {:.2} ms (aux written once at {:.1} GB/s)",
+            median(&self.synth_ms).unwrap_or(f64::NAN),
+            median(&self.witness_ms).unwrap_or(f64::NAN),
+            self.gadget_witness_1core_ms,
+            per_m(self.gadget_witness_1core_ms),
+            self.native_witness_1core_ms,
+            per_m(self.native_witness_1core_ms),
+            self.gadget_witness_1core_ms / self.native_witness_1core_ms,
+            self.floor_ms,
+            self.write_gb_s
+        )
+    }
 }
 
 /// One query's scalar classes, as a line.
@@ -83,47 +102,27 @@ fn mix_json(m: &ScalarMix) -> serde_json::Value {
 }
 
 impl SynthTimes {
-    /// Gadget witness core time over native witness core time.
-    pub fn speedup(&self) -> Option<f64> {
-        let n = self.native.as_ref()?;
-        Some(median(&self.gadget.one_core_ms)? / median(&n.one_core_ms)?)
-    }
-
     pub fn json(&self) -> serde_json::Value {
-        let c = self.shape.num_constraints;
-        json!({"kind": self.label, "partitions": self.partitions, "constraints": c, "compile_ms": self.compile_ms,
-               "synth_ms": self.synth_ms, "synth_median_ms": median(&self.synth_ms),
-               "gadget_witness": self.gadget.json(c), "native_witness": self.native.as_ref().map(|n| n.json(c)),
-               "native_speedup_core_time": self.speedup(),
+        json!({"kind": self.label, "partitions": self.partitions, "compile_ms": self.compile_ms,
+               "witness_ms": self.witness_ms, "witness_median_ms": median(&self.witness_ms),
                "all_partitions_ms": self.all_partitions_ms,
                "segmented_syntheses": self.segmented, "shape": format!("{:?}", self.shape),
+               "gadget_witness_ms": self.gadget_witness_ms, "gadget_witness_median_ms": median(&self.gadget_witness_ms),
+               "native": self.native.as_ref().map(|n| n.json(self.shape.num_constraints)),
                "aux_classes": {"l": mix_json(&self.classes[0]), "a": mix_json(&self.classes[1]), "b": mix_json(&self.classes[2])}})
     }
 
     pub fn line(&self) -> String {
-        let c = self.shape.num_constraints;
-        let path = |p: &PathTimes| {
-            format!(
-                "{:.1} ms on every core, {:.1} ms on one ({:.3} core-s per M constraints)",
-                median(&p.wall_ms).unwrap_or(f64::NAN),
-                median(&p.one_core_ms).unwrap_or(f64::NAN),
-                p.core_s_per_mconstraint(c).unwrap_or(f64::NAN)
-            )
-        };
-        let native = match (&self.native, self.speedup()) {
-            (Some(n), Some(x)) => format!("native {} = {x:.1}x less core time", path(n)),
-            _ => "no native generator".into(),
-        };
+        let native = self.native.as_ref().map(|n| format!("\n{}", n.line(self.shape.num_constraints))).unwrap_or_default();
         format!(
-            "{}: {} partition(s) of {:?}; partition 0 recorded in {:.1} ms, then synthesized in {:.1} ms (median of {}); \
-             witness medians: gadget {} ({} with parallel segments), {native}; all partitions at once {:.1} ms; aux scalars: L {}, A {}, B {}",
+            "{}: {} partition(s) of {:?}; partition 0 recorded in {:.1} ms, then witness-only {:.1} ms on the gadget path (its witness {:.1} ms; median of {}, {} with parallel segments); all partitions at once {:.1} ms; aux scalars: L {}, A {}, B {}{native}",
             self.label,
             self.partitions,
             self.shape,
             self.compile_ms,
-            median(&self.synth_ms).unwrap_or(f64::NAN),
-            self.synth_ms.len(),
-            path(&self.gadget),
+            median(&self.witness_ms).unwrap_or(f64::NAN),
+            median(&self.gadget_witness_ms).unwrap_or(f64::NAN),
+            self.witness_ms.len(),
             self.segmented,
             self.all_partitions_ms,
             mix_line(&self.classes[0]),
@@ -144,12 +143,24 @@ pub fn run(job: &Arc<dyn JobSource>, timed: usize) -> Result<SynthTimes> {
     let key = format!("synth-only-{label}");
     let synth = |i: usize, buffers: AssignmentBuffers, native: bool| -> Result<(f64, kiln_synth::Assignment)> {
         let t = Instant::now();
-        let asg = job.synthesize(i, buffers, cache.context(&key, usize::MAX).with_native(native)).map_err(|e| anyhow!("{label} partition {i}: {e}"))?;
+        let ctx = cache.context(&key, usize::MAX).with_native(native);
+        let asg = job.synthesize(i, buffers, ctx).map_err(|e| anyhow!("{label} partition {i}: {e}"))?;
         let elapsed = ms(t);
         asg.check_satisfied().map_err(|e| anyhow!("{label} partition {i}: a*b != c: {e}"))?;
         Ok((elapsed, asg))
     };
-    let (compile_ms, first) = synth(0, AssignmentBuffers::heap(), true)?;
+    // One synthesis: (ms, witness ms from the cache's counters, shape).
+    let once = |i: usize, buffers: AssignmentBuffers, native: bool| {
+        let before = cache.stats();
+        let (ms, asg) = synth(i, buffers, native)?;
+        let after = cache.stats();
+        if after.native_rejections > before.native_rejections {
+            return Err(anyhow!("{label} partition {i}: the native witness was rejected (see the log)"));
+        }
+        let witness = |s: &CircuitCacheStats| if native { s.native_witness_ns } else { s.compiled_witness_ns };
+        Ok((ms, (witness(&after) - witness(&before)) as f64 / 1e6, asg.shape(), after.native_syntheses > before.native_syntheses))
+    };
+    let (compile_ms, first) = synth(0, AssignmentBuffers::heap(), false)?;
     let shape = first.shape();
     let aux = first.aux();
     let query = |d: &kiln_synth::Density| d.iter_set().map(|i| aux[i]).collect::<Vec<_>>();
@@ -157,53 +168,64 @@ pub fn run(job: &Arc<dyn JobSource>, timed: usize) -> Result<SynthTimes> {
     drop(first);
     // vec![x; n] writes every element: the pages are touched here.
     let touched = || AssignmentBuffers::heap_with_capacity(shape.num_constraints, shape.num_aux);
-    let one_core = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
-    // One timed synthesis of partition 0: its whole time and its witness's
-    // (the cache's witness clock of the path that ran; the native path
-    // must have been taken and accepted when asked for).
-    let witness_run = |native: bool| -> Result<(f64, f64)> {
-        let before = cache.stats();
-        let (total, _) = synth(0, touched(), native)?;
-        let after = cache.stats();
-        let d = |f: fn(&CircuitCacheStats) -> u64| f(&after) - f(&before);
-        if d(|s| s.native_rejections) > 0 {
-            return Err(anyhow!("{label}: the native witness was rejected ({after:?})"));
-        }
-        let ns = match native {
-            true if d(|s| s.native_syntheses) == 1 => d(|s| s.native_witness_ns),
-            true => return Err(anyhow!("{label}: no native witness was taken ({after:?})")),
-            false => d(|s| s.compiled_witness_ns),
-        };
-        Ok((total, ns as f64 / 1e6))
-    };
-    let has_native = {
-        let before = cache.stats().native_syntheses;
-        synth(0, touched(), true)?;
-        cache.stats().native_syntheses > before
-    };
-    let segmented_before = cache.stats().segmented_syntheses;
-    let mut synth_ms = Vec::new();
-    let mut paths = Vec::new();
-    for native in [false, true].into_iter().filter(|&n| !n || has_native) {
-        let mut p = PathTimes::default();
-        for _ in 0..timed {
-            let (total, witness) = witness_run(native)?;
-            p.wall_ms.push(witness);
-            if native == has_native {
-                synth_ms.push(total);
-            }
-        }
-        for _ in 0..timed {
-            p.one_core_ms.push(one_core.install(|| witness_run(native))?.1);
-        }
-        paths.push(p);
+    let gadget_runs = (0..timed).map(|_| once(0, touched(), false)).collect::<Result<Vec<_>>>()?;
+    let stats = cache.stats();
+    if stats.compiled_syntheses < timed as u64 {
+        return Err(anyhow!("{label}: the witness-only path was not taken ({stats:?})"));
     }
-    let segmented = cache.stats().segmented_syntheses - segmented_before;
-    let native = if has_native { paths.pop() } else { None };
-    let gadget = paths.pop().ok_or_else(|| anyhow!("{label}: no gadget-path times"))?;
+    let witness_ms = gadget_runs.iter().map(|r| r.0).collect();
+    let gadget_witness_ms = gadget_runs.iter().map(|r| r.1).collect();
     let buffers: Vec<AssignmentBuffers> = (0..job.num_partitions()).map(|_| touched()).collect();
     let t = Instant::now();
-    buffers.into_par_iter().enumerate().map(|(i, b)| synth(i, b, true).map(|_| ())).collect::<Result<Vec<_>>>()?;
+    buffers.into_par_iter().enumerate().map(|(i, b)| once(i, b, false)).collect::<Result<Vec<_>>>()?;
     let all_partitions_ms = ms(t);
-    Ok(SynthTimes { label, partitions: job.num_partitions(), compile_ms, synth_ms, gadget, native, all_partitions_ms, segmented, shape, classes })
+    let segmented = cache.stats().segmented_syntheses;
+    let native = if once(0, touched(), true)?.3 { Some(native_times(&once, &touched, timed, shape.num_aux)?) } else { None };
+    Ok(SynthTimes { label, partitions: job.num_partitions(), compile_ms, witness_ms, all_partitions_ms, segmented, shape, classes, gadget_witness_ms, native })
+}
+
+/// One synthesis: its ms, its witness ms, its shape, whether it took the native path.
+type Once = (f64, f64, kiln_synth::CircuitShape, bool);
+
+/// The native path's runs, then both witnesses on one core, and the floor.
+fn native_times(
+    once: &(dyn Fn(usize, AssignmentBuffers, bool) -> Result<Once> + Sync),
+    touched: &(dyn Fn() -> AssignmentBuffers + Sync),
+    timed: usize,
+    num_aux: usize,
+) -> Result<NativeTimes> {
+    let runs = (0..timed).map(|_| once(0, touched(), true)).collect::<Result<Vec<_>>>()?;
+    let one_core = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
+    let best_witness = |native: bool| -> Result<f64> {
+        let ws = (0..timed.max(1)).map(|_| one_core.install(|| once(0, touched(), native)).map(|r| r.1)).collect::<Result<Vec<_>>>()?;
+        Ok(median(&ws).unwrap_or(f64::NAN))
+    };
+    let gadget_witness_1core_ms = best_witness(false)?;
+    let native_witness_1core_ms = best_witness(true)?;
+    let write_gb_s = one_core.install(single_core_write_gb_s);
+    Ok(NativeTimes {
+        synth_ms: runs.iter().map(|r| r.0).collect(),
+        witness_ms: runs.iter().map(|r| r.1).collect(),
+        gadget_witness_1core_ms,
+        native_witness_1core_ms,
+        floor_ms: (num_aux * 32) as f64 / (write_gb_s * 1e9) * 1e3,
+        write_gb_s,
+    })
+}
+
+/// This thread's memory write bandwidth (GB/s): the best of five passes
+/// storing field elements over 256 MiB that is already touched, the way a
+/// witness generator writes its aux vector.
+fn single_core_write_gb_s() -> f64 {
+    let mut buf = vec![blstrs::Scalar::from(0u64); (256 << 20) / 32];
+    let best = (1..=5u64)
+        .map(|k| {
+            let v = blstrs::Scalar::from(k);
+            let t = Instant::now();
+            buf.iter_mut().for_each(|x| *x = v);
+            std::hint::black_box(&buf);
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min);
+    (buf.len() * 32) as f64 / best / 1e9
 }
