@@ -5,51 +5,16 @@
 //! Proofs made from native witnesses pass filecoin-proofs' verifiers
 //! (ignored tests: minutes of parameter generation and CPU proving).
 
-use std::sync::{Arc, OnceLock};
+#[path = "support/inputs.rs"]
+mod inputs;
 
+use inputs::{params_of, payload};
+use kiln_filecoin::job_for_payload as job;
 use kiln_filecoin::payload::{Payload, PayloadKind};
-use kiln_filecoin::porep::PorepRequest;
-use kiln_filecoin::snap::SnapRequest;
-use kiln_filecoin::{porep, snap, vanilla, verify};
-use kiln_groth16::{finish, prove_start, CpuBackend, ParamsFile, Randomness};
+use kiln_filecoin::verify;
+use kiln_groth16::{finish, prove_start, CpuBackend, Randomness};
 use kiln_pipeline::JobSource;
 use kiln_synth::{Assignment, AssignmentBuffers, CircuitCache, SynthContext};
-use rand::SeedableRng;
-
-/// The payloads of one sealed 2 KiB sector (the parameter cache set first:
-/// filecoin-proofs reads its settings once).
-fn payloads() -> &'static [Payload] {
-    static P: OnceLock<Vec<Payload>> = OnceLock::new();
-    P.get_or_init(|| {
-        let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("fil-params");
-        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &cache);
-        std::env::set_var("FIL_PROOFS_PARENT_CACHE", cache.join("parents"));
-        let work = tempfile::tempdir().unwrap();
-        vanilla::generate(2048, work.path(), &mut rand_chacha::ChaCha8Rng::seed_from_u64(19)).unwrap()
-    })
-}
-
-fn payload(kind: PayloadKind) -> &'static Payload {
-    payloads().iter().find(|p| p.proof_kind == kind).unwrap()
-}
-
-fn porep_job() -> Arc<dyn JobSource> {
-    let p = payload(PayloadKind::PorepSealCommit);
-    porep::job(&p.vanilla_proof, &PorepRequest { sector_size: p.sector_size, registered_proof: p.registered_proof, sector_number: p.sector_number }).unwrap()
-}
-
-fn snap_job() -> Arc<dyn JobSource> {
-    let p = payload(PayloadKind::SnapDealsUpdate);
-    snap::job(&SnapRequest {
-        registered_proof: p.registered_proof,
-        sector_size: p.sector_size,
-        vanilla_proofs: &p.vanilla_proofs,
-        comm_r_old: &p.comm_r_old,
-        comm_r_new: &p.comm_r_new,
-        comm_d_new: &p.comm_d_new,
-    })
-    .unwrap()
-}
 
 /// Partition 0 the ordinary way, then through a cache: the recording
 /// (gadget path), then the native generator. Returns (ordinary, native).
@@ -75,13 +40,13 @@ fn assert_same(kind: &str, want: &Assignment, got: &Assignment) {
 
 #[test]
 fn porep_native_witness_is_the_gadget_witness() {
-    let (want, got) = gadget_and_native(&*porep_job(), "porep-2k");
+    let (want, got) = gadget_and_native(&*job(&payload(PayloadKind::PorepSealCommit)).unwrap(), "porep-2k");
     assert_same("PoRep", &want, &got);
 }
 
 #[test]
 fn snap_native_witness_is_the_gadget_witness() {
-    let (want, got) = gadget_and_native(&*snap_job(), "snap-2k");
+    let (want, got) = gadget_and_native(&*job(&payload(PayloadKind::SnapDealsUpdate)).unwrap(), "snap-2k");
     assert_same("SnapDeals", &want, &got);
 }
 
@@ -90,10 +55,7 @@ fn snap_native_witness_is_the_gadget_witness() {
 /// proved) and checks the answer with filecoin-proofs' verifier.
 fn prove_natively_and_verify(j: &dyn JobSource, p: &Payload) {
     let spec = j.srs();
-    if !spec.path.exists() {
-        (spec.generate.as_ref().unwrap())(&spec.path).unwrap();
-    }
-    let params = Arc::new(ParamsFile::open(&spec.path).unwrap());
+    let params = params_of(j);
     let cache = CircuitCache::unbounded();
     let mut proofs = Vec::new();
     for i in 0..j.num_partitions() {
@@ -117,12 +79,14 @@ fn prove_natively_and_verify(j: &dyn JobSource, p: &Payload) {
 #[test]
 #[ignore]
 fn porep_proved_from_the_native_witness_passes_verify_seal() {
-    prove_natively_and_verify(&*porep_job(), payload(PayloadKind::PorepSealCommit));
+    let p = payload(PayloadKind::PorepSealCommit);
+    prove_natively_and_verify(&*job(&p).unwrap(), &p);
 }
 
 /// Minutes on 2 cores, as above (SnapDeals' 1.7M constraints).
 #[test]
 #[ignore]
 fn snap_proved_from_the_native_witness_passes_verification() {
-    prove_natively_and_verify(&*snap_job(), payload(PayloadKind::SnapDealsUpdate));
+    let p = payload(PayloadKind::SnapDealsUpdate);
+    prove_natively_and_verify(&*job(&p).unwrap(), &p);
 }

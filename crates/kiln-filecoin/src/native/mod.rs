@@ -11,3 +11,19 @@ pub(crate) mod porep;
 pub mod post;
 pub(crate) mod snap;
 mod tree_d;
+
+use blstrs::Scalar;
+use kiln_synth::native::poseidon::Poseidon;
+use kiln_synth::native::AssignmentWriter;
+
+/// filecoin-hashers' Poseidon of `arity` (tree_r / tree_c nodes, columns,
+/// comm_r), or why there is none.
+pub(crate) fn poseidon(arity: usize) -> Result<&'static Poseidon, String> {
+    Poseidon::filecoin(arity).ok_or_else(|| format!("no Filecoin Poseidon of arity {arity}"))
+}
+
+/// A tree_r / tree_c node as a path's hash: the Poseidon of its arity.
+/// Callers check every level's arity with [`poseidon`] before writing.
+pub(crate) fn poseidon_node(w: &mut AssignmentWriter<'_>, children: &[Scalar]) -> Scalar {
+    Poseidon::filecoin(children.len()).expect("every level's arity is checked before the path is written").hash(w, children)
+}

@@ -24,7 +24,6 @@ use filecoin_hashers::Hasher;
 use filecoin_proofs::VanillaSealProof;
 use kiln_synth::native::bits::{pack_into_inputs, to_bits_le};
 use kiln_synth::native::merkle::{por, PathLevel};
-use kiln_synth::native::poseidon::Poseidon;
 use kiln_synth::native::sha256::{sha256, Word};
 use kiln_synth::native::AssignmentWriter;
 use rayon::prelude::*;
@@ -34,6 +33,7 @@ use storage_proofs_core::merkle::{MerkleProofTrait, MerkleTreeTrait};
 use storage_proofs_porep::stacked::{ColumnProof, LabelingProof, TOTAL_PARENTS};
 
 use super::tree_d::{self, digest_element, element_words};
+use super::{poseidon, poseidon_node};
 
 /// A partition's public values, as field elements.
 pub(crate) struct PartitionValues {
@@ -219,16 +219,6 @@ fn column_hash(w: &mut AssignmentWriter<'_>, rows: &[Fr]) -> Result<Fr, String> 
         2 | 11 => Ok(poseidon(rows.len())?.hash(w, rows)),
         n => Err(format!("columns of {n} layers are not hashed by the circuit (2 or 11)")),
     }
-}
-
-/// A tree_r / tree_c node: filecoin-hashers' Poseidon of its arity (checked
-/// supported when the challenge's values were read).
-fn poseidon_node(w: &mut AssignmentWriter<'_>, children: &[Fr]) -> Fr {
-    Poseidon::filecoin(children.len()).expect("arities are checked in Challenge::of").hash(w, children)
-}
-
-fn poseidon(arity: usize) -> Result<&'static Poseidon, String> {
-    Poseidon::filecoin(arity).ok_or_else(|| format!("no Poseidon of arity {arity} in filecoin-hashers"))
 }
 
 fn levels(path: &Path) -> impl Iterator<Item = PathLevel<'_>> {

@@ -21,7 +21,7 @@ use filecoin_hashers::Hasher;
 use filecoin_proofs::VanillaProof;
 use generic_array::typenum::Unsigned;
 use kiln_synth::native::merkle::{por, PathLevel};
-use kiln_synth::native::poseidon::Poseidon;
+use super::{poseidon, poseidon_node};
 use kiln_synth::native::AssignmentWriter;
 use rayon::prelude::*;
 use storage_proofs_core::merkle::{MerkleProofTrait, MerkleTreeTrait};
@@ -81,14 +81,8 @@ fn write_inclusion<P: MerkleProofTrait>(w: &mut AssignmentWriter<'_>, proof: &P,
         poseidon(arity)?;
         levels.push(PathLevel { siblings, index: *index });
     }
-    por(w, proof.leaf().into(), true, levels, |w, children| {
-        Poseidon::filecoin(children.len()).expect("every level's arity was checked above").hash(w, children)
-    });
+    por(w, proof.leaf().into(), true, levels, poseidon_node);
     Ok(())
-}
-
-fn poseidon(arity: usize) -> Result<&'static Poseidon, String> {
-    Poseidon::filecoin(arity).ok_or_else(|| format!("no Filecoin Poseidon of arity {arity}"))
 }
 
 /// The tree's base, sub-tree and top-tree arity (0: no such level).

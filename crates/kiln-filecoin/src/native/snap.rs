@@ -34,6 +34,7 @@ use storage_proofs_update::constants::{hs, POSEIDON_CONSTANTS_GEN_RANDOMNESS};
 use storage_proofs_update::EmptySectorUpdateCircuit;
 
 use super::tree_d;
+use super::{poseidon, poseidon_node};
 
 /// Poseidon with the constants SnapDeals derives its randomness with (phi,
 /// the challenge digests, rho).
@@ -63,7 +64,7 @@ pub(crate) fn write_partition<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHash
             p.apex_leaf_count
         ));
     }
-    let poseidon2 = Poseidon::filecoin(2).ok_or("no Poseidon of arity 2")?;
+    let poseidon2 = poseidon(2)?;
     let hs = hs(p.sector_nodes);
 
     let k_and_h_select = value(inputs.k_and_h_select, "k_and_h_select")?;
@@ -193,7 +194,7 @@ impl Shared<'_> {
                 w.aux(v);
             }
             for siblings in &path {
-                Poseidon::filecoin(siblings.len() + 1).ok_or_else(|| format!("no Poseidon of arity {}", siblings.len() + 1))?;
+                poseidon(siblings.len() + 1)?;
             }
             por_no_challenge_input(w, &c_bits, leaf, &path, poseidon_node)?;
         }
@@ -222,11 +223,6 @@ fn binary_siblings(path: &[Vec<Option<Fr>>]) -> Result<Vec<Fr>, String> {
             _ => Err(format!("a tree_d path level has {} siblings, not 1", s.len())),
         })
         .collect()
-}
-
-/// A tree_r node: filecoin-hashers' Poseidon of its arity (checked before).
-fn poseidon_node(w: &mut AssignmentWriter<'_>, children: &[Fr]) -> Fr {
-    Poseidon::filecoin(children.len()).expect("tree_r arities are checked before the path is written").hash(w, children)
 }
 
 /// `por_no_challenge_input`: per level, the node inserted among its

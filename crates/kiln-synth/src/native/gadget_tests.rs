@@ -22,7 +22,7 @@ use crate::AssignmentBuffers;
 
 /// The gadget's public inputs (after ONE) and aux, recorded by kiln's
 /// recording constraint system; its constraints must hold.
-fn record(gadget: impl FnOnce(&mut RecordingCs) -> Result<(), SynthesisError>) -> (Vec<Scalar>, Vec<Scalar>) {
+pub(super) fn record(gadget: impl FnOnce(&mut RecordingCs) -> Result<(), SynthesisError>) -> (Vec<Scalar>, Vec<Scalar>) {
     let mut cs = RecordingCs::with_buffers(AssignmentBuffers::heap());
     cs.alloc_input(|| "ONE", || Ok(Scalar::ONE)).unwrap();
     gadget(&mut cs).unwrap();
