@@ -146,6 +146,7 @@ pub(crate) fn prometheus_text(status: &EngineStatus) -> String {
     family("kiln_syntheses_total", "counter", "Partition syntheses by path.", vec![
         ("{path=\"compile\"}".into(), c.compiles as f64),
         ("{path=\"compiled\"}".into(), c.compiled_syntheses as f64),
+        ("{path=\"native\"}".into(), c.native_syntheses as f64),
         ("{path=\"ordinary\"}".into(), c.plain_syntheses as f64),
     ]);
     family("kiln_parallel_witness_syntheses_total", "counter",
@@ -155,6 +156,13 @@ pub(crate) fn prometheus_text(status: &EngineStatus) -> String {
         "Rows of a/b/c evaluated by compiled syntheses, while their witness still ran or after it.", vec![
         ("{when=\"beside_witness\"}".into(), c.rows_beside_witness as f64),
         ("{when=\"after_witness\"}".into(), c.rows_after_witness as f64),
+    ]);
+    family("kiln_native_witness_rejections_total", "counter",
+        "Native witnesses that failed the check against the compiled R1CS; each partition was redone on the gadget path.",
+        one(c.native_rejections as f64));
+    family("kiln_witness_seconds_total", "counter", "Wall time of witness computation, by path.", vec![
+        ("{path=\"compiled\"}".into(), c.compiled_witness_ns as f64 * 1e-9),
+        ("{path=\"native\"}".into(), c.native_witness_ns as f64 * 1e-9),
     ]);
     family("kiln_compiled_circuit_refusals_total", "counter",
         "Circuits not compiled (no memory, too large) or dropped (an instance changed shape).",
