@@ -378,6 +378,7 @@ impl SynthContext<'_> {
                     asg
                 }))
             },
+            |_, buffers, allowance| CompiledR1cs::try_compile(make()?, buffers, allowance),
             buffers,
         )
     }
@@ -390,6 +391,11 @@ impl SynthContext<'_> {
         self.run(
             &|| Ok(Whole(circuit)),
             |cache, r1cs, buffers| r1cs.try_synthesize_segmented(circuit, buffers, &cache.segmented_syntheses, &cache.compiled_witness_ns),
+            // Recorded segment by segment on every core (its own witness
+            // counts as the compile, not as a later compiled synthesis).
+            |_, buffers, allowance| {
+                CompiledR1cs::try_compile_segmented(circuit, buffers, allowance, &AtomicU64::new(0), &AtomicU64::new(0))
+            },
             buffers,
         )
     }
@@ -448,11 +454,12 @@ impl SynthContext<'_> {
 
     /// The cache's decision: `make`'s circuit the ordinary or the recording
     /// way, or `compiled` against a recorded structure.
-    fn run<C, F, P>(&self, make: &F, compiled: P, buffers: AssignmentBuffers) -> Result<Assignment, SynthError>
+    fn run<C, F, P, K>(&self, make: &F, compiled: P, compile: K, buffers: AssignmentBuffers) -> Result<Assignment, SynthError>
     where
         C: Circuit<Scalar>,
         F: Fn() -> Result<C, SynthError>,
         P: FnOnce(&CircuitCache, &CompiledR1cs, AssignmentBuffers) -> Result<Result<Assignment, Retry>, SynthError>,
+        K: FnOnce(&CircuitCache, AssignmentBuffers, usize) -> Result<Result<(Assignment, CompiledR1cs), Retry>, SynthError>,
     {
         let Some((cache, key, allowance)) = self.cache else {
             return synthesize(make()?, buffers);
@@ -488,7 +495,7 @@ impl SynthContext<'_> {
                         return plain(buffers);
                     }
                 };
-                match CompiledR1cs::try_compile(make()?, buffers, allowance)? {
+                match compile(cache, buffers, allowance)? {
                     Ok((asg, r1cs)) => {
                         cache.compiles.fetch_add(1, Ordering::Relaxed);
                         mark.armed = false;

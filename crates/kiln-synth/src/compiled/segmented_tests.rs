@@ -118,3 +118,30 @@ fn a_prefix_that_differs_in_a_segment_is_caught() {
     let s = cache.stats();
     assert_eq!((s.structure_changes, s.plain_syntheses, s.segmented_syntheses), (1, 1, 0));
 }
+
+/// Recorded segment by segment on every core, a circuit compiles to the
+/// matrices its whole recording gives: later instances (even, uneven
+/// segments) synthesize to the ordinary assignment, and the compile's own
+/// assignment is the ordinary one too.
+#[test]
+fn compiling_segments_in_parallel_gives_the_whole_circuits_matrices() {
+    use super::CompiledR1cs;
+    use std::sync::atomic::AtomicU64;
+    for (segments, len, uneven) in [(3, 2, false), (7, 30, false), (16, 3, false), (5, 4, true)] {
+        let c = Chains { seed: 1, segments, len, uneven, lie: false };
+        let (first, r1cs) = match CompiledR1cs::try_compile_segmented(&c, AssignmentBuffers::heap(), usize::MAX, &AtomicU64::new(0), &AtomicU64::new(0)).unwrap() {
+            Ok(done) => done,
+            Err(_) => panic!("{segments} segments: not compiled"),
+        };
+        let (_, whole) = CompiledR1cs::compile(Whole(&c), AssignmentBuffers::heap()).unwrap();
+        assert_eq!(r1cs.shape(), whole.shape(), "{segments} segments");
+        assert_eq!(r1cs.nnz(), whole.nnz(), "{segments} segments");
+        assert_same(&first, &synthesize(Whole(&c), AssignmentBuffers::heap()).unwrap());
+        for seed in 2..4 {
+            let c = Chains { seed, ..c };
+            let got = r1cs.synthesize(Whole(&c), AssignmentBuffers::heap()).unwrap();
+            assert_same(&got, &synthesize(Whole(&c), AssignmentBuffers::heap()).unwrap());
+            got.check_satisfied().unwrap();
+        }
+    }
+}
