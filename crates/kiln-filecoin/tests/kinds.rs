@@ -9,14 +9,15 @@
 
 #[path = "support/fake_srs.rs"]
 mod fake_srs;
+#[path = "support/jobs.rs"]
+mod jobs;
 
 use std::sync::{Arc, OnceLock};
 
+use jobs::job;
 use kiln_filecoin::payload::{Payload, PayloadKind};
 use kiln_filecoin::porep::PorepRequest;
-use kiln_filecoin::post::PostRequest;
-use kiln_filecoin::snap::SnapRequest;
-use kiln_filecoin::{ni_porep, porep, post, registered, snap, vanilla, verify, PoStType};
+use kiln_filecoin::{ni_porep, porep, registered, vanilla, verify};
 use kiln_groth16::{finish, prove_start, CpuBackend, ParamsFile, Randomness};
 use kiln_pipeline::JobSource;
 use kiln_synth::{AssignmentBuffers, CircuitCache, SynthContext};
@@ -37,37 +38,6 @@ fn payloads() -> &'static [Payload] {
 
 fn payload(kind: PayloadKind) -> Payload {
     payloads().iter().find(|p| p.proof_kind == kind).unwrap().clone()
-}
-
-fn job(p: &Payload) -> Result<Arc<dyn JobSource>, String> {
-    match p.proof_kind {
-        PayloadKind::PorepSealCommit => porep::job(
-            &p.vanilla_proof,
-            &PorepRequest { sector_size: p.sector_size, registered_proof: p.registered_proof, sector_number: p.sector_number },
-        ),
-        PayloadKind::SnapDealsUpdate => snap::job(&SnapRequest {
-            registered_proof: p.registered_proof,
-            sector_size: p.sector_size,
-            vanilla_proofs: &p.vanilla_proofs,
-            comm_r_old: &p.comm_r_old,
-            comm_r_new: &p.comm_r_new,
-            comm_d_new: &p.comm_d_new,
-        }),
-        PayloadKind::WindowPostPartition | PayloadKind::WinningPost => {
-            let typ = if p.proof_kind == PayloadKind::WinningPost { PoStType::Winning } else { PoStType::Window };
-            post::job(
-                typ,
-                &PostRequest {
-                    registered_proof: p.registered_proof,
-                    sector_size: p.sector_size,
-                    vanilla_proofs: &p.vanilla_proofs,
-                    randomness: &p.randomness,
-                    miner_id: p.miner_id,
-                    partition_index: p.partition_index,
-                },
-            )
-        }
-    }
 }
 
 fn refused(p: &Payload) -> String {
