@@ -10,21 +10,17 @@
 //! Parameters (2 KiB only) are filecoin-proofs' files in the run's shared
 //! cache, `target/tmp/fil-params`, generated on first use.
 
-#[path = "support/jobs.rs"]
-mod jobs;
+#[path = "support/cpu_prover.rs"]
+mod cpu_prover;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use base64::Engine as _;
 use filecoin_proofs::SectorShape32GiB;
-use jobs::job;
 use kiln_filecoin::payload::{Payload, PayloadKind};
 use kiln_filecoin::registered::{self, sector_size_name};
-use kiln_filecoin::{sparse, verify};
-use kiln_groth16::{finish, prove_start, CpuBackend, ParamsFile, Randomness};
-use kiln_pipeline::JobSource;
-use kiln_synth::{AssignmentBuffers, SynthContext};
+use kiln_filecoin::{job_for_payload, sparse, verify};
 use rand::SeedableRng;
 use serde_json::Value;
 use storage_proofs_update::PartitionProof;
@@ -77,7 +73,7 @@ fn check_all(payloads: &[Payload], want_partitions: [usize; 2], window_sectors: 
     }
     for (p, want) in payloads.iter().zip(want_partitions) {
         let t = Instant::now();
-        let j = job(p).unwrap_or_else(|e| panic!("{:?}: {e}", p.proof_kind));
+        let j = job_for_payload(p).unwrap_or_else(|e| panic!("{:?}: {e}", p.proof_kind));
         assert_eq!(j.num_partitions(), want, "{:?}", p.proof_kind);
         eprintln!("  {:?}: job parse {:.2?}", p.proof_kind, t.elapsed());
     }
@@ -202,34 +198,10 @@ fn a_corrupted_sparse_proof_is_rejected() {
     }
 }
 
-/// kiln's CPU prover proves every partition of `p`'s job; the answer, as
-/// kiln's finalize packs it.
-fn prove_with_kiln(p: &Payload) -> Vec<u8> {
-    let j: Arc<dyn JobSource> = job(p).unwrap();
-    let spec = j.srs();
-    if !spec.path.exists() {
-        let t = Instant::now();
-        (spec.generate.as_ref().unwrap())(&spec.path).unwrap();
-        eprintln!("  {:?}: generated the 2 KiB parameters in {:.1?}", p.proof_kind, t.elapsed());
-    }
-    let params = Arc::new(ParamsFile::open(&spec.path).unwrap());
-    let mut rng = rand::thread_rng();
-    let t = Instant::now();
-    let proofs = (0..j.num_partitions())
-        .map(|i| {
-            let shape = j.partition_shape(&params, i);
-            let buffers = AssignmentBuffers::heap_with_capacity(shape.domain(), shape.num_aux);
-            let assignment = j.synthesize(i, buffers, SynthContext::plain()).unwrap();
-            finish(prove_start(&CpuBackend, &params, assignment, Randomness::random(&mut rng)).unwrap()).unwrap()
-        })
-        .collect();
-    eprintln!("  {:?}: kiln proved {} partition(s) in {:.1?}", p.proof_kind, j.num_partitions(), t.elapsed());
-    j.finalize(proofs).unwrap()
-}
-
 fn snark_accepted(kind: PayloadKind) {
     let p = find(payloads_2kib(), kind);
-    let proof = prove_with_kiln(&p);
+    let j = job_for_payload(&p).unwrap();
+    let proof = j.finalize(cpu_prover::prove_partitions(&*j)).unwrap();
     verify::verify(&p, &proof).unwrap_or_else(|e| panic!("{kind:?}: {e}"));
 }
 

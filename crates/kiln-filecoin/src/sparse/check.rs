@@ -6,7 +6,7 @@ use filecoin_hashers::poseidon::PoseidonHasher;
 use filecoin_hashers::{Domain, Hasher};
 use filecoin_proofs::parameters::public_params;
 use filecoin_proofs::{
-    generate_fallback_sector_challenges, with_shape, DefaultPieceDomain, DefaultPieceHasher, FallbackPoStSectorProof, PoStType, VanillaSealProof,
+    generate_fallback_sector_challenges, with_shape, DefaultPieceDomain, DefaultPieceHasher, FallbackPoStSectorProof, VanillaSealProof,
 };
 use filecoin_proofs_api::seal::SealCommitPhase1Output;
 use filecoin_proofs_api::update::verify_partition_proofs;
@@ -15,9 +15,9 @@ use storage_proofs_core::merkle::{MerkleProofTrait, MerkleTreeTrait};
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_porep::stacked::{self, StackedDrg};
 
+use crate::job_for_payload;
 use crate::payload::{decode_vanilla, Payload, PayloadKind};
 use crate::porep::{decode_envelope, PorepRequest};
-use crate::post::{self, PostRequest};
 use crate::registered::{post_proof, prover_id, update_proof};
 
 /// Runs filecoin-proofs' vanilla verification of `p`'s kind:
@@ -27,7 +27,7 @@ use crate::registered::{post_proof, prover_id, update_proof};
 ///   and tree_r_last paths, which that verifier leaves to the circuit (it
 ///   checks only their indices and roots);
 /// - SnapDeals: filecoin-proofs-api's `update::verify_partition_proofs`;
-/// - PoSt: kiln's job parsing ([`post::job`]), which arranges the sector
+/// - PoSt: kiln's job parsing ([`crate::post::job`]), which arranges the sector
 ///   proofs with filecoin-proofs' `single_partition_vanilla_proofs` /
 ///   `partition_vanilla_proofs`, and those run `FallbackPoSt::verify`;
 ///   for WinningPoSt, whose verifier pairs its one public sector with the
@@ -53,16 +53,7 @@ pub fn check_vanilla(p: &Payload) -> Result<(), String> {
             }
         }
         PayloadKind::WindowPostPartition | PayloadKind::WinningPost => {
-            let typ = if p.proof_kind == PayloadKind::WinningPost { PoStType::Winning } else { PoStType::Window };
-            let req = PostRequest {
-                registered_proof: p.registered_proof,
-                sector_size: p.sector_size,
-                vanilla_proofs: &p.vanilla_proofs,
-                randomness: &p.randomness,
-                miner_id: p.miner_id,
-                partition_index: p.partition_index,
-            };
-            post::job(typ, &req)?;
+            job_for_payload(p)?;
             if p.proof_kind == PayloadKind::WinningPost {
                 with_shape!(p.sector_size, check_winning_paths, p)?;
             }

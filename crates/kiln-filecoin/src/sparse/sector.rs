@@ -193,7 +193,8 @@ mod tests {
     fn labels_are_what_labeling_proofs_accept() {
         let mut rng = rand::thread_rng();
         let replica_id = PoseidonDomain::random(&mut rng);
-        let parents: Vec<PoseidonDomain> = (0..14).map(|_| PoseidonDomain::random(&mut rng)).cycle().take(TOTAL_PARENTS).collect();
+        let distinct: Vec<PoseidonDomain> = (0..BASE_DEGREE + EXP_DEGREE).map(|_| PoseidonDomain::random(&mut rng)).collect();
+        let parents: Vec<PoseidonDomain> = distinct.iter().copied().cycle().take(TOTAL_PARENTS).collect();
         let ours = label(&replica_id, 3, 123_456, &parents);
         assert!(LabelingProof::<PoseidonHasher>::new(3, 123_456, parents.clone()).verify(&replica_id, &ours));
         assert!(!LabelingProof::<PoseidonHasher>::new(4, 123_456, parents).verify(&replica_id, &ours));
