@@ -20,13 +20,9 @@
 //! the proofs look, and [`verify`] checks answers with filecoin-proofs'
 //! verifiers: for tests, demos and benchmarks.
 
-use std::sync::Arc;
-
 use bellperson::SynthesisError;
-use kiln_pipeline::{JobSource, SrsSpec};
+use kiln_pipeline::SrsSpec;
 use kiln_synth::SynthError;
-
-use payload::{Payload, PayloadKind};
 
 pub mod ni_porep;
 pub mod params;
@@ -45,37 +41,6 @@ pub use params::ParamSet;
 /// A circuit that could not be built from its (already checked) inputs.
 pub(crate) fn circuit_error(msg: String) -> SynthError {
     SynthError::Circuit(SynthesisError::IoError(std::io::Error::other(msg)))
-}
-
-/// The job kiln's daemon makes of a payload's request fields (the mapping
-/// of kiln-daemon's `kinds.rs`, from a [`Payload`] instead of the wire).
-pub fn job_for_payload(p: &Payload) -> Result<Arc<dyn JobSource>, String> {
-    match p.proof_kind {
-        PayloadKind::PorepSealCommit => porep::job(
-            &p.vanilla_proof,
-            &porep::PorepRequest { sector_size: p.sector_size, registered_proof: p.registered_proof, sector_number: p.sector_number },
-        ),
-        PayloadKind::SnapDealsUpdate => snap::job(&snap::SnapRequest {
-            registered_proof: p.registered_proof,
-            sector_size: p.sector_size,
-            vanilla_proofs: &p.vanilla_proofs,
-            comm_r_old: &p.comm_r_old,
-            comm_r_new: &p.comm_r_new,
-            comm_d_new: &p.comm_d_new,
-        }),
-        PayloadKind::WindowPostPartition | PayloadKind::WinningPost => {
-            let typ = if p.proof_kind == PayloadKind::WinningPost { PoStType::Winning } else { PoStType::Window };
-            let req = post::PostRequest {
-                registered_proof: p.registered_proof,
-                sector_size: p.sector_size,
-                vanilla_proofs: &p.vanilla_proofs,
-                randomness: &p.randomness,
-                miner_id: p.miner_id,
-                partition_index: p.partition_index,
-            };
-            post::job(typ, &req)
-        }
-    }
 }
 
 /// The parameter set named `id`, for preloading and eviction: a short name
@@ -105,6 +70,39 @@ pub fn srs_for_circuit_id(id: &str) -> Option<Result<SrsSpec, String>> {
         };
         Ok(set.srs_spec())
     })())
+}
+
+/// The job kiln's daemon makes of this payload (kiln-daemon's `kinds.rs`
+/// maps the wire's fields the same way): for tests, tools and benchmarks
+/// that start from `vanilla`'s payloads.
+pub fn job_for_payload(p: &payload::Payload) -> Result<std::sync::Arc<dyn kiln_pipeline::JobSource>, String> {
+    use payload::PayloadKind;
+    match p.proof_kind {
+        PayloadKind::PorepSealCommit => porep::job(
+            &p.vanilla_proof,
+            &porep::PorepRequest { sector_size: p.sector_size, registered_proof: p.registered_proof, sector_number: p.sector_number },
+        ),
+        PayloadKind::SnapDealsUpdate => snap::job(&snap::SnapRequest {
+            registered_proof: p.registered_proof,
+            sector_size: p.sector_size,
+            vanilla_proofs: &p.vanilla_proofs,
+            comm_r_old: &p.comm_r_old,
+            comm_r_new: &p.comm_r_new,
+            comm_d_new: &p.comm_d_new,
+        }),
+        PayloadKind::WindowPostPartition | PayloadKind::WinningPost => {
+            let typ = if p.proof_kind == PayloadKind::WinningPost { PoStType::Winning } else { PoStType::Window };
+            let req = post::PostRequest {
+                registered_proof: p.registered_proof,
+                sector_size: p.sector_size,
+                vanilla_proofs: &p.vanilla_proofs,
+                randomness: &p.randomness,
+                miner_id: p.miner_id,
+                partition_index: p.partition_index,
+            };
+            post::job(typ, &req)
+        }
+    }
 }
 
 fn find<T>(by_number: impl Fn(u64) -> Result<T, String>, count: u64, pred: impl Fn(&T) -> bool) -> Option<T> {

@@ -7,8 +7,6 @@
 //! minutes on 2 cores) is an ignored test here; its cheap checks are in
 //! ni_porep.rs.
 
-#[path = "support/cpu_prover.rs"]
-mod cpu_prover;
 #[path = "support/fake_srs.rs"]
 mod fake_srs;
 
@@ -16,8 +14,11 @@ use std::sync::{Arc, OnceLock};
 
 use kiln_filecoin::payload::{Payload, PayloadKind};
 use kiln_filecoin::porep::PorepRequest;
-use kiln_filecoin::{job_for_payload, ni_porep, porep, registered, vanilla, verify};
+use kiln_filecoin::post::PostRequest;
+use kiln_filecoin::snap::SnapRequest;
+use kiln_filecoin::{ni_porep, porep, post, registered, snap, vanilla, verify, PoStType};
 use kiln_groth16::{finish, prove_start, CpuBackend, ParamsFile, Randomness};
+use kiln_pipeline::JobSource;
 use kiln_synth::{AssignmentBuffers, CircuitCache, SynthContext};
 use rand::SeedableRng;
 
@@ -38,8 +39,39 @@ fn payload(kind: PayloadKind) -> Payload {
     payloads().iter().find(|p| p.proof_kind == kind).unwrap().clone()
 }
 
+fn job(p: &Payload) -> Result<Arc<dyn JobSource>, String> {
+    match p.proof_kind {
+        PayloadKind::PorepSealCommit => porep::job(
+            &p.vanilla_proof,
+            &PorepRequest { sector_size: p.sector_size, registered_proof: p.registered_proof, sector_number: p.sector_number },
+        ),
+        PayloadKind::SnapDealsUpdate => snap::job(&SnapRequest {
+            registered_proof: p.registered_proof,
+            sector_size: p.sector_size,
+            vanilla_proofs: &p.vanilla_proofs,
+            comm_r_old: &p.comm_r_old,
+            comm_r_new: &p.comm_r_new,
+            comm_d_new: &p.comm_d_new,
+        }),
+        PayloadKind::WindowPostPartition | PayloadKind::WinningPost => {
+            let typ = if p.proof_kind == PayloadKind::WinningPost { PoStType::Winning } else { PoStType::Window };
+            post::job(
+                typ,
+                &PostRequest {
+                    registered_proof: p.registered_proof,
+                    sector_size: p.sector_size,
+                    vanilla_proofs: &p.vanilla_proofs,
+                    randomness: &p.randomness,
+                    miner_id: p.miner_id,
+                    partition_index: p.partition_index,
+                },
+            )
+        }
+    }
+}
+
 fn refused(p: &Payload) -> String {
-    match job_for_payload(p) {
+    match job(p) {
         Ok(_) => panic!("{:?} was accepted", p.proof_kind),
         Err(e) => e,
     }
@@ -54,14 +86,14 @@ fn every_kind_becomes_a_job_of_the_right_shape() {
         (PayloadKind::WinningPost, 1, "winning-post", "proof-of-spacetime-fallback-"),
     ];
     for (kind, partitions, label, srs) in want {
-        let j = job_for_payload(&payload(kind)).unwrap();
+        let j = job(&payload(kind)).unwrap();
         assert_eq!(j.num_partitions(), partitions, "{kind:?}");
         assert_eq!(j.kind_label(), label);
         let spec = j.srs();
         assert!(spec.id.starts_with(srs), "{kind:?}: {}", spec.id);
         assert!(spec.path.file_name().unwrap().to_str().unwrap().starts_with(&format!("v28-{}", spec.id)));
     }
-    let ids: Vec<String> = PayloadKind::ALL.iter().map(|&k| job_for_payload(&payload(k)).unwrap().srs().id).collect();
+    let ids: Vec<String> = PayloadKind::ALL.iter().map(|&k| job(&payload(k)).unwrap().srs().id).collect();
     assert_ne!(ids[2], ids[3], "WindowPoSt and WinningPoSt have different circuits");
 }
 
@@ -71,7 +103,7 @@ fn every_kind_becomes_a_job_of_the_right_shape() {
 /// filecoin-proofs' verify_seal accepts).
 #[test]
 fn porep_challenges_in_parallel_give_the_ordinary_assignment() {
-    let j = job_for_payload(&payload(PayloadKind::PorepSealCommit)).unwrap();
+    let j = job(&payload(PayloadKind::PorepSealCommit)).unwrap();
     let want = j.synthesize(0, AssignmentBuffers::heap(), SynthContext::plain()).unwrap();
     let cache = CircuitCache::unbounded();
     for round in 0..3 {
@@ -89,7 +121,7 @@ fn porep_challenges_in_parallel_give_the_ordinary_assignment() {
 #[test]
 fn window_post_is_proved_by_kiln_and_accepted_by_filecoin_proofs() {
     let p = payload(PayloadKind::WindowPostPartition);
-    let j = job_for_payload(&p).unwrap();
+    let j = job(&p).unwrap();
     let spec = j.srs();
     if !spec.path.exists() {
         (spec.generate.as_ref().unwrap())(&spec.path).unwrap();
@@ -207,9 +239,24 @@ fn ni_porep_is_proved_by_kiln_and_accepted_by_verify_seal() {
     let work = tempfile::tempdir().unwrap();
     let p = vanilla::generate_ni_porep(2048, work.path(), &mut rand_chacha::ChaCha8Rng::seed_from_u64(13)).unwrap();
     fake_srs::ensure_fake_srs(&ni_porep::srs_path());
-    let j = job_for_payload(&p).unwrap();
+    let j = job(&p).unwrap();
     assert_eq!((j.num_partitions(), j.kind_label()), (13, "ni-porep-c2"));
-    let proofs = cpu_prover::prove_partitions(&*j);
+    let spec = j.srs();
+    if !spec.path.exists() {
+        (spec.generate.as_ref().unwrap())(&spec.path).unwrap();
+    }
+    let params = Arc::new(ParamsFile::open(&spec.path).unwrap());
+    let mut rng = rand::thread_rng();
+    let started = std::time::Instant::now();
+    let proofs: Vec<_> = (0..j.num_partitions())
+        .map(|i| {
+            let shape = j.partition_shape(&params, i);
+            let buffers = AssignmentBuffers::heap_with_capacity(shape.domain(), shape.num_aux);
+            let assignment = j.synthesize(i, buffers, SynthContext::plain()).unwrap();
+            finish(prove_start(&CpuBackend, &params, assignment, Randomness::random(&mut rng)).unwrap()).unwrap()
+        })
+        .collect();
+    eprintln!("kiln proved the 13 NI-PoRep partitions in {:?}", started.elapsed());
     let t = std::time::Instant::now();
     let ours = j.finalize(proofs).unwrap();
     eprintln!("aggregated ({} bytes) and verified in {:?}", ours.len(), t.elapsed());

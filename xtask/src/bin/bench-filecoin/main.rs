@@ -191,7 +191,7 @@ fn synth_only_run(payloads: &[Payload], timed: usize, args: &Args) -> Result<()>
     println!("kiln synthesis only, host {cores} cores, rayon threads {}", rayon::current_num_threads());
     let mut all = Vec::new();
     for p in payloads {
-        let job = kiln_filecoin::job_for_payload(p).map_err(|e| anyhow!("{:?} payload: {e}", p.proof_kind))?;
+        let job = kiln_side::job_for(p).map_err(|e| anyhow!("{:?} payload: {e}", p.proof_kind))?;
         let t = synth_only::run(&job, timed)?;
         println!("{}", t.line());
         all.push(t.json());
@@ -271,7 +271,7 @@ fn main() -> Result<()> {
     let mut out = Outputs::new(args.out.clone())?;
     let mut reports = Vec::new();
     for p in &payloads {
-        let job = kiln_filecoin::job_for_payload(p).map_err(|e| anyhow!("{:?} payload: {e}", p.proof_kind))?;
+        let job = kiln_side::job_for(p).map_err(|e| anyhow!("{:?} payload: {e}", p.proof_kind))?;
         let label = job.kind_label().to_string();
         let (_, registered) = kiln_side::param_set_for(p).map_err(|e| anyhow!(e))?;
         progress(&format!("== {label} ({registered}, {} partition(s)): kiln", job.num_partitions()));
