@@ -223,7 +223,10 @@ fn check_msm_from(dev: &GpuDevice, s: &GpuStream, t: &mut Table, g2: bool, n: us
 
 /// `d * 2^(8k) * g` at entry `k * 256 + d`: the fixed-base kernel's table,
 /// made here from blstrs alone.
-fn window_table<P: Group<Scalar = Scalar> + group::Curve>(g: P) -> Vec<P::AffineRepr> {
+fn window_table<P: Group<Scalar = Scalar> + group::Curve>(g: P) -> Vec<P::AffineRepr>
+where
+    P::AffineRepr: Default + Clone,
+{
     let mut proj = Vec::with_capacity(kiln_gpu::WINDOW_TABLE_LEN);
     let mut base = g;
     for _ in 0..32 {

@@ -162,12 +162,8 @@ impl Qap {
         let ni = self.num_inputs;
         for (dst, src) in [&mut self.at, &mut self.bt, &mut self.ct].into_iter().zip(acc) {
             let src = |i: usize| src.get(i).copied().unwrap_or(Scalar::ZERO);
-            for i in 0..s.inputs {
-                dst[i] += src(i);
-            }
-            for i in 0..s.aux {
-                dst[ni + i] += src(s.inputs + i);
-            }
+            dst[..s.inputs].iter_mut().zip(0..).for_each(|(d, i)| *d += src(i));
+            dst[ni..ni + s.aux].iter_mut().zip(s.inputs..).for_each(|(d, i)| *d += src(i));
         }
     }
 
