@@ -118,31 +118,28 @@ impl Metrics {
     fn with_gpus(engine: Engine, gpus: Option<GpuSampler>) -> Self {
         let mut registry = Registry::default();
         let jobs = Arc::new(JobMetrics::new());
-        registry.register(
-            "kiln_job_duration_seconds",
-            "Completed jobs: submission to answer, by kind",
-            jobs.duration.clone(),
-        );
-        registry.register(
-            "kiln_job_queue_wait_seconds",
-            "Completed jobs: submission until the first partition started synthesis, by kind",
-            jobs.queue_wait.clone(),
-        );
-        registry.register(
-            "kiln_job_srs_load_seconds",
-            "Completed jobs: time spent waiting for parameters to be loaded (or generated), by kind",
-            jobs.srs_load.clone(),
-        );
-        registry.register(
-            "kiln_job_synthesis_seconds",
-            "Completed jobs: synthesis time summed over partitions, by kind",
-            jobs.synthesis.clone(),
-        );
-        registry.register(
-            "kiln_job_gpu_seconds",
-            "Completed jobs: prover time (H polynomial, MSMs, assembly, verification; on the GPU backend the GPU's) summed over partitions, by kind",
-            jobs.gpu.clone(),
-        );
+        let histograms: [(&str, &str, &Histograms); 5] = [
+            ("kiln_job_duration_seconds", "Completed jobs: submission to answer, by kind", &jobs.duration),
+            (
+                "kiln_job_queue_wait_seconds",
+                "Completed jobs: submission until the first partition started synthesis, by kind",
+                &jobs.queue_wait,
+            ),
+            (
+                "kiln_job_srs_load_seconds",
+                "Completed jobs: time spent waiting for parameters to be loaded (or generated), by kind",
+                &jobs.srs_load,
+            ),
+            ("kiln_job_synthesis_seconds", "Completed jobs: synthesis time summed over partitions, by kind", &jobs.synthesis),
+            (
+                "kiln_job_gpu_seconds",
+                "Completed jobs: prover time (H polynomial, MSMs, assembly, verification; on the GPU backend the GPU's) summed over partitions, by kind",
+                &jobs.gpu,
+            ),
+        ];
+        for (name, help, family) in histograms {
+            registry.register(name, help, family.clone());
+        }
         registry.register("kiln_job_outcomes", "Jobs ended, by kind and outcome (completed, failed, cancelled)", jobs.outcomes.clone());
         registry.register(
             "kiln_requests_refused",

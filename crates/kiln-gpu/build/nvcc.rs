@@ -51,7 +51,7 @@ fn install_wheels(dir: &Path) -> Result<PathBuf, String> {
     if !out.status.success() {
         let _ = std::fs::remove_dir_all(&tmp);
         let err = String::from_utf8_lossy(&out.stderr);
-        let last = err.lines().filter(|l| !l.trim().is_empty()).last().unwrap_or("").trim();
+        let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
         return Err(format!("no nvcc found, and `python3 -m pip install` of NVIDIA's nvcc wheels failed: {last}"));
     }
     if std::fs::rename(&tmp, dir).is_err() {
