@@ -64,7 +64,7 @@ pub fn choose(choice: &str, workers_per_gpu: usize, devices: Option<&[usize]>, p
                     format!("GPU {} {} (sm_{major}{minor}, {} SMs, {} GiB)", i.ordinal, i.name, i.sm_count, i.total_memory >> 30)
                 })
                 .collect();
-            let mut why = format!("gpu: {}, {} workers each", names.join(", "), workers_per_gpu.max(1));
+            let mut why = format!("gpu: {}; GPU workers per GPU: {}", names.join(", "), workers_per_gpu.max(1));
             if !opened.failed.is_empty() {
                 why.push_str(&format!("; not used: {}", opened.failed.join("; ")));
             }

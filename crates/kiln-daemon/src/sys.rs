@@ -40,13 +40,25 @@ pub fn cuda_driver_load_error() -> Option<String> {
     // and no symbol is taken from it.
     match unsafe { libloading::Library::new("libcuda.so.1") } {
         Ok(_) => None,
-        Err(e) => Some(e.to_string()),
+        // "dlopen failed" alone; the loader's own words are its source.
+        Err(e) => Some(match std::error::Error::source(&e) {
+            Some(source) => source.to_string(),
+            None => e.to_string(),
+        }),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Where the driver library is missing, the loader says so in its words.
+    #[test]
+    fn the_loaders_own_message() {
+        if let Some(e) = cuda_driver_load_error() {
+            assert!(e.contains("libcuda.so.1"), "{e}");
+        }
+    }
 
     #[test]
     fn groups_by_name() {
