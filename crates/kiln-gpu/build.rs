@@ -10,7 +10,7 @@
 //!    compiled here when missing (`<key>` names the sources and flags, so
 //!    debug and release builds share one compile), with nvcc from
 //!    `$KILN_NVCC`, `$CUDA_HOME`, PATH or the wheels in `<target>/nvcc`
-//!    (installed on first need: `python3 -m pip`, about 1 GB of download).
+//!    (installed on first need: `python3 -m pip`, about 300 MB).
 //!
 //! Without any, the crate builds without kernels and says why in a cargo
 //! warning (the binary then proves on the CPU only, and `kiln --version`

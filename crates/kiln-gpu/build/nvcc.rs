@@ -58,7 +58,7 @@ fn install_wheels(dir: &Path) -> Result<PathBuf, String> {
         // Another build installed them meanwhile: use theirs.
         let _ = std::fs::remove_dir_all(&tmp);
     }
-    wheel_root(dir).ok_or_else(|| format!("NVIDIA's nvcc wheels installed into {} hold no nvidia/cu13/bin/nvcc", dir.display()))
+    wheel_root(dir).ok_or_else(|| format!("{} holds no nvidia/cu13/bin/nvcc after installing NVIDIA's nvcc wheels (remove it and build again)", dir.display()))
 }
 
 /// A working nvcc (see the module doc); `install` allows installing the
