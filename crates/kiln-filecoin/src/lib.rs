@@ -22,6 +22,7 @@ use bellperson::SynthesisError;
 use kiln_pipeline::SrsSpec;
 use kiln_synth::SynthError;
 
+pub mod native;
 pub mod ni_porep;
 pub mod params;
 pub mod payload;
@@ -29,6 +30,7 @@ pub mod porep;
 pub mod post;
 pub mod registered;
 pub mod snap;
+pub mod test_setup;
 pub mod vanilla;
 pub mod verify;
 
@@ -67,6 +69,39 @@ pub fn srs_for_circuit_id(id: &str) -> Option<Result<SrsSpec, String>> {
         };
         Ok(set.srs_spec())
     })())
+}
+
+/// The job kiln's daemon makes of this payload (kiln-daemon's `kinds.rs`
+/// maps the wire's fields the same way): for tests, tools and benchmarks
+/// that start from `vanilla`'s payloads.
+pub fn job_for_payload(p: &payload::Payload) -> Result<std::sync::Arc<dyn kiln_pipeline::JobSource>, String> {
+    use payload::PayloadKind;
+    match p.proof_kind {
+        PayloadKind::PorepSealCommit => porep::job(
+            &p.vanilla_proof,
+            &porep::PorepRequest { sector_size: p.sector_size, registered_proof: p.registered_proof, sector_number: p.sector_number },
+        ),
+        PayloadKind::SnapDealsUpdate => snap::job(&snap::SnapRequest {
+            registered_proof: p.registered_proof,
+            sector_size: p.sector_size,
+            vanilla_proofs: &p.vanilla_proofs,
+            comm_r_old: &p.comm_r_old,
+            comm_r_new: &p.comm_r_new,
+            comm_d_new: &p.comm_d_new,
+        }),
+        PayloadKind::WindowPostPartition | PayloadKind::WinningPost => {
+            let typ = if p.proof_kind == PayloadKind::WinningPost { PoStType::Winning } else { PoStType::Window };
+            let req = post::PostRequest {
+                registered_proof: p.registered_proof,
+                sector_size: p.sector_size,
+                vanilla_proofs: &p.vanilla_proofs,
+                randomness: &p.randomness,
+                miner_id: p.miner_id,
+                partition_index: p.partition_index,
+            };
+            post::job(typ, &req)
+        }
+    }
 }
 
 fn find<T>(by_number: impl Fn(u64) -> Result<T, String>, count: u64, pred: impl Fn(&T) -> bool) -> Option<T> {

@@ -15,7 +15,7 @@ use filecoin_proofs::{
 };
 use filecoin_proofs_api::seal::SealCommitPhase1Output;
 use filecoin_proofs_api::{ApiFeature, RegisteredSealProof};
-use kiln_groth16::ProvedProof;
+use kiln_groth16::{ProveError, ProvedProof};
 use kiln_pipeline::{JobSource, SrsSpec};
 use bellperson::{ConstraintSystem, SynthesisError};
 use kiln_synth::{Assignment, AssignmentBuffers, SegmentedCircuit, SynthContext, SynthError};
@@ -24,6 +24,7 @@ use storage_proofs_core::compound_proof::CompoundProof;
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, StackedDrg};
 
+use crate::native;
 use crate::ni_porep::{self, Aggregation};
 use crate::params::ParamSet;
 use crate::registered::{seal_proof, seal_proof_number, sector_size_name};
@@ -160,7 +161,15 @@ fn build<Tree: 'static + MerkleTreeTrait>(c1: SealCommitPhase1Output) -> Result<
         seed: Some(c1.seed),
     };
     let pub_params = public_params::<Tree>(&config).map_err(|e| format!("PoRep public parameters: {e:#}"))?;
-    let params = param_set_of::<Tree>(&config)?;
+    // A test setup (when one is used) is made from this job's first
+    // partition, segment by segment on every core: the circuit's structure
+    // is the same for every job of the set, and filecoin-proofs gives no
+    // blank circuit that can be split by challenge.
+    let (first, inputs) = (vanilla[0].clone(), pub_inputs.clone());
+    let params = param_set_of::<Tree>(&config)?.with_segmented_test_setup(move |seed, admit| {
+        let partition = PorepPartition::<Tree>::new(&inputs, &first).map_err(|e| ProveError::Synth(circuit_error(e)))?;
+        kiln_groth16::setup::test_setup_segmented(&partition, seed, admit)
+    });
     Ok(Arc::new(PorepJob { params, pub_inputs, pub_params, vanilla, ni, _tree: PhantomData }))
 }
 
@@ -174,6 +183,9 @@ type TreeDomain<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
 /// every core at once instead of one after the other. Each part is the
 /// circuit itself, made by `StackedCircuit::synthesize` with the same
 /// commitments and a subset of the challenges (none for the prefix alone).
+/// Once compiled, a partition's witness is computed natively instead
+/// ([`native::porep`]), checked against the recorded R1CS, this circuit
+/// behind it.
 struct PorepPartition<'a, Tree: 'static + MerkleTreeTrait> {
     replica_id: TreeDomain<Tree>,
     comm_d: DefaultPieceDomain,
@@ -197,6 +209,17 @@ impl<'a, Tree: 'static + MerkleTreeTrait> PorepPartition<'a, Tree> {
         }
         let tau = pub_inputs.tau.as_ref().ok_or("no comm_d and comm_r in the public inputs")?;
         Ok(PorepPartition { replica_id: pub_inputs.replica_id, comm_d: tau.comm_d, comm_r: tau.comm_r, comm_r_last, comm_c, challenges })
+    }
+
+    /// The partition's public values, for the native witness.
+    fn values(&self) -> native::porep::PartitionValues {
+        native::porep::PartitionValues {
+            replica_id: self.replica_id.into(),
+            comm_d: self.comm_d.into(),
+            comm_r: self.comm_r.into(),
+            comm_r_last: self.comm_r_last.into(),
+            comm_c: self.comm_c.into(),
+        }
     }
 
     fn synthesize_challenges<CS: ConstraintSystem<Fr>>(&self, cs: &mut CS, challenges: &[VanillaSealProof<Tree>]) -> Result<(), SynthesisError> {
@@ -246,7 +269,11 @@ impl<Tree: 'static + MerkleTreeTrait> JobSource for PorepJob<Tree> {
     fn synthesize(&self, i: usize, buffers: AssignmentBuffers, ctx: SynthContext<'_>) -> Result<Assignment, SynthError> {
         let _span = tracing::debug_span!("porep_partition", partition = i).entered();
         let partition = PorepPartition::<Tree>::new(&self.pub_inputs, &self.vanilla[i]).map_err(|e| circuit_error(format!("PoRep partition {i}: {e}")))?;
-        ctx.synthesize_segmented(&partition, buffers)
+        ctx.synthesize_native(
+            |w| native::porep::write_partition(w, &partition.values(), partition.challenges),
+            |ctx, buffers| ctx.synthesize_segmented(&partition, buffers),
+            buffers,
+        )
     }
 
     fn finalize(&self, proofs: Vec<ProvedProof>) -> Result<Vec<u8>, String> {

@@ -152,6 +152,12 @@ impl<Tree: 'static + MerkleTreeTrait> JobSource for PostJob<Tree> {
             )
             .map_err(|e| circuit_error(format!("{} circuit: {e:#}", self.label)))
         };
-        ctx.synthesize(build, buffers)
+        // The native generator takes the same sectors the circuit takes.
+        let sectors = self.pub_inputs.sectors.chunks(self.pub_params.sector_count).nth(i).unwrap_or(&[]);
+        ctx.synthesize_native(
+            |w| crate::native::post::write_partition::<Tree>(w, sectors, &self.partition),
+            |ctx, buffers| ctx.synthesize(build, buffers),
+            buffers,
+        )
     }
 }

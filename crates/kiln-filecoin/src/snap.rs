@@ -18,6 +18,7 @@ use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_update::{EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PartitionProof, PublicInputs, PublicParams};
 
 use crate::circuit_error;
+use crate::native;
 use crate::params::ParamSet;
 use crate::payload::decode_vanilla;
 use crate::registered::{sector_size_name, update_proof};
@@ -127,6 +128,11 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> JobSource for SnapJo
             )
             .map_err(|e| circuit_error(format!("SnapDeals partition {i}: {e:#}")))
         };
-        ctx.synthesize(build, buffers)
+        let circuit = build()?;
+        ctx.synthesize_native(
+            |w| native::snap::write_partition(w, &circuit),
+            |ctx, buffers| ctx.synthesize(build, buffers),
+            buffers,
+        )
     }
 }

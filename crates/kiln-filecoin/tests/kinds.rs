@@ -9,66 +9,17 @@
 
 #[path = "support/fake_srs.rs"]
 mod fake_srs;
+#[path = "support/inputs.rs"]
+mod inputs;
 
-use std::sync::{Arc, OnceLock};
-
+use inputs::{params_of, payload, payloads};
+use kiln_filecoin::job_for_payload as job;
 use kiln_filecoin::payload::{Payload, PayloadKind};
 use kiln_filecoin::porep::PorepRequest;
-use kiln_filecoin::post::PostRequest;
-use kiln_filecoin::snap::SnapRequest;
-use kiln_filecoin::{ni_porep, porep, post, registered, snap, vanilla, verify, PoStType};
-use kiln_groth16::{finish, prove_start, CpuBackend, ParamsFile, Randomness};
-use kiln_pipeline::JobSource;
+use kiln_filecoin::{ni_porep, porep, registered, vanilla, verify};
+use kiln_groth16::{finish, prove_start, CpuBackend, Randomness};
 use kiln_synth::{AssignmentBuffers, CircuitCache, SynthContext};
 use rand::SeedableRng;
-
-/// The payloads of one sealed 2 KiB sector, made once for all tests (the
-/// parameter cache is set up first: filecoin-proofs reads its settings once).
-fn payloads() -> &'static [Payload] {
-    static P: OnceLock<Vec<Payload>> = OnceLock::new();
-    P.get_or_init(|| {
-        let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("fil-params");
-        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &cache);
-        std::env::set_var("FIL_PROOFS_PARENT_CACHE", cache.join("parents"));
-        let work = tempfile::tempdir().unwrap();
-        vanilla::generate(2048, work.path(), &mut rand_chacha::ChaCha8Rng::seed_from_u64(7)).unwrap()
-    })
-}
-
-fn payload(kind: PayloadKind) -> Payload {
-    payloads().iter().find(|p| p.proof_kind == kind).unwrap().clone()
-}
-
-fn job(p: &Payload) -> Result<Arc<dyn JobSource>, String> {
-    match p.proof_kind {
-        PayloadKind::PorepSealCommit => porep::job(
-            &p.vanilla_proof,
-            &PorepRequest { sector_size: p.sector_size, registered_proof: p.registered_proof, sector_number: p.sector_number },
-        ),
-        PayloadKind::SnapDealsUpdate => snap::job(&SnapRequest {
-            registered_proof: p.registered_proof,
-            sector_size: p.sector_size,
-            vanilla_proofs: &p.vanilla_proofs,
-            comm_r_old: &p.comm_r_old,
-            comm_r_new: &p.comm_r_new,
-            comm_d_new: &p.comm_d_new,
-        }),
-        PayloadKind::WindowPostPartition | PayloadKind::WinningPost => {
-            let typ = if p.proof_kind == PayloadKind::WinningPost { PoStType::Winning } else { PoStType::Window };
-            post::job(
-                typ,
-                &PostRequest {
-                    registered_proof: p.registered_proof,
-                    sector_size: p.sector_size,
-                    vanilla_proofs: &p.vanilla_proofs,
-                    randomness: &p.randomness,
-                    miner_id: p.miner_id,
-                    partition_index: p.partition_index,
-                },
-            )
-        }
-    }
-}
 
 fn refused(p: &Payload) -> String {
     match job(p) {
@@ -100,14 +51,16 @@ fn every_kind_becomes_a_job_of_the_right_shape() {
 /// PoRep's challenges are synthesized in parallel once the circuit is
 /// compiled: that assignment equals the whole circuit's ordinary synthesis
 /// bit for bit (the ordinary one is what the e2e test proves and
-/// filecoin-proofs' verify_seal accepts).
+/// filecoin-proofs' verify_seal accepts). The native witness is switched
+/// off here: this is the gadget path it falls back to (tests/native.rs
+/// checks the native one).
 #[test]
 fn porep_challenges_in_parallel_give_the_ordinary_assignment() {
     let j = job(&payload(PayloadKind::PorepSealCommit)).unwrap();
     let want = j.synthesize(0, AssignmentBuffers::heap(), SynthContext::plain()).unwrap();
     let cache = CircuitCache::unbounded();
     for round in 0..3 {
-        let got = j.synthesize(0, AssignmentBuffers::heap(), cache.context("porep-2k", usize::MAX)).unwrap();
+        let got = j.synthesize(0, AssignmentBuffers::heap(), cache.context("porep-2k", usize::MAX).with_native(false)).unwrap();
         assert_eq!(got.shape(), want.shape(), "round {round}");
         assert_eq!(got.input, want.input, "round {round}");
         assert!(got.aux() == want.aux(), "round {round}: aux differs");
@@ -123,18 +76,17 @@ fn window_post_is_proved_by_kiln_and_accepted_by_filecoin_proofs() {
     let p = payload(PayloadKind::WindowPostPartition);
     let j = job(&p).unwrap();
     let spec = j.srs();
-    if !spec.path.exists() {
-        (spec.generate.as_ref().unwrap())(&spec.path).unwrap();
-    }
-    let params = Arc::new(ParamsFile::open(&spec.path).unwrap());
+    let params = params_of(&*j);
     let shape = j.partition_shape(&params, 0);
     let buffers = || AssignmentBuffers::heap_with_capacity(shape.domain(), shape.num_aux);
-    // The compiled path (WindowPoSt's circuit synthesizes its sectors in
-    // sub-systems appended with `extend`) gives what ordinary synthesis gives.
+    // The compiled gadget path (WindowPoSt's circuit synthesizes its
+    // sectors in sub-systems appended with `extend`) gives what ordinary
+    // synthesis gives. (The native path: native_post.rs.)
     let plain = j.synthesize(0, buffers(), SynthContext::plain()).unwrap();
     let cache = CircuitCache::unbounded();
-    j.synthesize(0, buffers(), cache.context(&spec.id, usize::MAX)).unwrap();
-    let assignment = j.synthesize(0, buffers(), cache.context(&spec.id, usize::MAX)).unwrap();
+    let gadget = || cache.context(&spec.id, usize::MAX).with_native(false);
+    j.synthesize(0, buffers(), gadget()).unwrap();
+    let assignment = j.synthesize(0, buffers(), gadget()).unwrap();
     let stats = cache.stats();
     assert_eq!((stats.compiles, stats.compiled_syntheses, stats.plain_syntheses), (1, 1, 0), "{stats:?}");
     assert_eq!(assignment.shape(), plain.shape());
@@ -241,11 +193,7 @@ fn ni_porep_is_proved_by_kiln_and_accepted_by_verify_seal() {
     fake_srs::ensure_fake_srs(&ni_porep::srs_path());
     let j = job(&p).unwrap();
     assert_eq!((j.num_partitions(), j.kind_label()), (13, "ni-porep-c2"));
-    let spec = j.srs();
-    if !spec.path.exists() {
-        (spec.generate.as_ref().unwrap())(&spec.path).unwrap();
-    }
-    let params = Arc::new(ParamsFile::open(&spec.path).unwrap());
+    let params = params_of(&*j);
     let mut rng = rand::thread_rng();
     let started = std::time::Instant::now();
     let proofs: Vec<_> = (0..j.num_partitions())

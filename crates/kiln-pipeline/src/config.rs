@@ -63,6 +63,13 @@ pub struct EngineConfig {
     /// witness and get a/b/c from the matrices, in parallel (2-3x less
     /// synthesis time on the built-in workloads). Default on.
     pub compile_circuits: bool,
+    /// Use proof kinds' native witness generators (computed directly,
+    /// without the circuit's gadget code) once a circuit is compiled. Every
+    /// native witness is checked against the compiled R1CS (a*b = c on
+    /// every row) and a partition whose witness fails is redone on the
+    /// gadget path. Needs `compile_circuits`. Default on; off is the
+    /// escape hatch and the comparison.
+    pub native_witness: bool,
     /// Cap on the memory compiled circuits hold (least recently used ones
     /// are evicted past it; they come out of the budget too). `None` = a
     /// quarter of the budget.
@@ -92,6 +99,7 @@ impl Default for EngineConfig {
             pin_host_buffers: true,
             backend_scratch_ratio: None,
             compile_circuits: true,
+            native_witness: true,
             compiled_circuits_bytes: None,
             partition_overhead_bytes: 1 << 20,
             finished_job_retention_secs: 600,

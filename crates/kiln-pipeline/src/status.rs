@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::counters::BufferCounters;
 use crate::srs::SrsStatus;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeCounterValue, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
@@ -145,12 +145,16 @@ impl EngineStatus {
         f.gauge("kiln_compiled_circuits_bytes", "Memory the compiled circuits hold.", one(c.bytes as u64))?;
         let path = |p: &str| vec![("path", p.to_string())];
         f.counter("kiln_syntheses", "Partition syntheses by path.",
-            vec![(path("compile"), c.compiles), (path("compiled"), c.compiled_syntheses), (path("ordinary"), c.plain_syntheses)])?;
+            vec![(path("compile"), c.compiles), (path("compiled"), c.compiled_syntheses), (path("native"), c.native_syntheses), (path("ordinary"), c.plain_syntheses)])?;
         f.counter("kiln_parallel_witness_syntheses",
             "Compiled syntheses whose circuit segments (e.g. PoRep challenges) computed their witnesses in parallel.", one(c.segmented_syntheses))?;
         let when = |w: &str| vec![("when", w.to_string())];
         f.counter("kiln_compiled_rows", "Rows of a/b/c evaluated by compiled syntheses, while their witness still ran or after it.",
             vec![(when("beside_witness"), c.rows_beside_witness), (when("after_witness"), c.rows_after_witness)])?;
+        f.counter("kiln_native_witness_rejections",
+            "Native witnesses that failed the check against the compiled R1CS; each partition was redone on the gadget path.", one(c.native_rejections))?;
+        f.counter("kiln_witness_seconds", "Wall time of witness computation, by path.",
+            vec![(path("compiled"), c.compiled_witness_ns as f64 * 1e-9), (path("native"), c.native_witness_ns as f64 * 1e-9)])?;
         f.counter("kiln_compiled_circuit_refusals",
             "Circuits not compiled (no memory, too large) or dropped (an instance changed shape).", one(c.refusals + c.structure_changes))?;
         let j = &status.jobs;
@@ -170,7 +174,7 @@ impl EngineStatus {
 /// Label pairs of one sample.
 type Labels = Vec<(&'static str, String)>;
 
-/// Writes families of integer samples.
+/// Writes families of samples.
 struct Families<'a, 'e>(&'a mut DescriptorEncoder<'e>);
 
 impl Families<'_, '_> {
@@ -183,10 +187,10 @@ impl Families<'_, '_> {
     }
 
     /// `name` without `_total`: the encoder adds it.
-    fn counter(&mut self, name: &str, help: &str, samples: Vec<(Labels, u64)>) -> fmt::Result {
+    fn counter<V: EncodeCounterValue>(&mut self, name: &str, help: &str, samples: Vec<(Labels, V)>) -> fmt::Result {
         let mut family = self.0.encode_descriptor(name, help, None, MetricType::Counter)?;
         for (labels, value) in samples {
-            family.encode_family(&labels)?.encode_counter::<NoLabelSet, u64, u64>(&value, None)?;
+            family.encode_family(&labels)?.encode_counter::<NoLabelSet, V, u64>(&value, None)?;
         }
         Ok(())
     }

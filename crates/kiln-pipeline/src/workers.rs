@@ -197,7 +197,7 @@ fn synthesize_partition(shared: &Arc<Shared>, task: PartitionTask) {
     let buffers = assignment_buffers(buffer, &footprint);
     let allowance = crate::circuits::compile_allowance(&shared.config, &shared.budget, &shape);
     let ctx = if shared.config.compile_circuits {
-        shared.circuits.context(&job.srs.id, allowance)
+        shared.circuits.context(&job.srs.id, allowance).with_native(shared.config.native_witness).for_partition(&job.kind, index)
     } else {
         SynthContext::plain()
     };

@@ -10,6 +10,7 @@ use bellpepper_core::Circuit;
 use blstrs::Scalar;
 
 use crate::compiled::{CompiledR1cs, Retry, SegmentedCircuit, Whole};
+use crate::native::AssignmentWriter;
 use crate::{synthesize, Assignment, AssignmentBuffers, SynthError};
 
 /// What keeps a cached circuit's memory accounted for, e.g. a memory-budget
@@ -73,6 +74,10 @@ pub struct CircuitCache {
     plain_syntheses: AtomicU64,
     structure_changes: AtomicU64,
     refusals: AtomicU64,
+    native_syntheses: AtomicU64,
+    native_rejections: AtomicU64,
+    compiled_witness_ns: AtomicU64,
+    native_witness_ns: AtomicU64,
 }
 
 enum Entry {
@@ -106,6 +111,16 @@ pub struct CircuitCacheStats {
     pub structure_changes: u64,
     /// Compiled circuits that were refused memory or were too large.
     pub refusals: u64,
+    /// Syntheses whose witness a native generator wrote and the recorded
+    /// R1CS accepted (see [`SynthContext::synthesize_native`]).
+    pub native_syntheses: u64,
+    /// Native witnesses rejected by the check (or failed): each partition
+    /// was synthesized again on the gadget path.
+    pub native_rejections: u64,
+    /// Wall time of the witness code of compiled gadget-path syntheses, in ns ...
+    pub compiled_witness_ns: u64,
+    /// ... and of native generators whose witness was accepted.
+    pub native_witness_ns: u64,
 }
 
 enum Lookup {
@@ -130,6 +145,10 @@ impl CircuitCache {
             plain_syntheses: AtomicU64::new(0),
             structure_changes: AtomicU64::new(0),
             refusals: AtomicU64::new(0),
+            native_syntheses: AtomicU64::new(0),
+            native_rejections: AtomicU64::new(0),
+            compiled_witness_ns: AtomicU64::new(0),
+            native_witness_ns: AtomicU64::new(0),
         }
     }
 
@@ -141,7 +160,7 @@ impl CircuitCache {
     /// The handle to synthesize circuits of structure `key` through;
     /// compiling one may use up to `allowance` bytes.
     pub fn context<'a>(&'a self, key: &'a str, allowance: usize) -> SynthContext<'a> {
-        SynthContext { cache: Some((self, key, allowance)) }
+        SynthContext { cache: Some((self, key, allowance)), native: true, origin: None }
     }
 
     /// Drop `key`'s compiled circuit (and any refusal), releasing its memory.
@@ -193,12 +212,27 @@ impl CircuitCache {
             plain_syntheses: self.plain_syntheses.load(Ordering::Relaxed),
             structure_changes: self.structure_changes.load(Ordering::Relaxed),
             refusals: self.refusals.load(Ordering::Relaxed),
+            native_syntheses: self.native_syntheses.load(Ordering::Relaxed),
+            native_rejections: self.native_rejections.load(Ordering::Relaxed),
+            compiled_witness_ns: self.compiled_witness_ns.load(Ordering::Relaxed),
+            native_witness_ns: self.native_witness_ns.load(Ordering::Relaxed),
         }
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
         // The map stays consistent across a panic (every update is one insert or remove).
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `key`'s compiled circuit, if there is one (marked as used).
+    pub(crate) fn ready(&self, key: &str) -> Option<Arc<CompiledR1cs>> {
+        match self.lock().get_mut(key) {
+            Some(Entry::Ready { r1cs, last_used, .. }) => {
+                *last_used = self.tick.fetch_add(1, Ordering::Relaxed);
+                Some(r1cs.clone())
+            }
+            _ => None,
+        }
     }
 
     fn lookup(&self, key: &str) -> Lookup {
@@ -294,16 +328,34 @@ impl Drop for CompilingMark<'_> {
 }
 
 /// How one synthesis is done: through a [`CircuitCache`] under a structure
-/// key, or the ordinary way ([`SynthContext::plain`]).
+/// key, or the ordinary way ([`SynthContext::plain`]); whether native
+/// witness generators may be used; which partition it is, for the logs.
 #[derive(Clone, Copy)]
 pub struct SynthContext<'a> {
     cache: Option<(&'a CircuitCache, &'a str, usize)>,
+    native: bool,
+    origin: Option<(&'a str, usize)>,
 }
 
 impl SynthContext<'static> {
     /// Ordinary synthesis, nothing cached.
     pub fn plain() -> Self {
-        SynthContext { cache: None }
+        SynthContext { cache: None, native: true, origin: None }
+    }
+}
+
+impl<'a> SynthContext<'a> {
+    /// Whether [`synthesize_native`](Self::synthesize_native) may use its
+    /// native generator (on by default); off, it always takes the gadget path.
+    pub fn with_native(mut self, on: bool) -> Self {
+        self.native = on;
+        self
+    }
+
+    /// Names the work for the logs: a proof kind and partition index.
+    pub fn for_partition(mut self, kind: &'a str, partition: usize) -> Self {
+        self.origin = Some((kind, partition));
+        self
     }
 }
 
@@ -319,7 +371,8 @@ impl SynthContext<'_> {
         self.run(
             &make,
             |cache, r1cs, buffers| {
-                Ok(r1cs.try_synthesize_overlapped(make()?, buffers)?.map(|(asg, beside)| {
+                Ok(r1cs.try_synthesize_overlapped(make()?, buffers)?.map(|(asg, beside, witness)| {
+                    cache.compiled_witness_ns.fetch_add(witness.as_nanos() as u64, Ordering::Relaxed);
                     cache.rows_beside_witness.fetch_add(beside as u64, Ordering::Relaxed);
                     cache.rows_after_witness.fetch_add((asg.num_constraints - beside) as u64, Ordering::Relaxed);
                     asg
@@ -334,7 +387,63 @@ impl SynthContext<'_> {
     /// parallel. The first synthesis (the recording) and the ordinary path
     /// run it whole, on one thread.
     pub fn synthesize_segmented<S: SegmentedCircuit>(&self, circuit: &S, buffers: AssignmentBuffers) -> Result<Assignment, SynthError> {
-        self.run(&|| Ok(Whole(circuit)), |cache, r1cs, buffers| r1cs.try_synthesize_segmented(circuit, buffers, &cache.segmented_syntheses), buffers)
+        self.run(
+            &|| Ok(Whole(circuit)),
+            |cache, r1cs, buffers| r1cs.try_synthesize_segmented(circuit, buffers, &cache.segmented_syntheses, &cache.compiled_witness_ns),
+            buffers,
+        )
+    }
+
+    /// Synthesize with a native witness generator, checked, the gadget path
+    /// behind it.
+    ///
+    /// `native` writes the circuit's public inputs (after ONE) and its aux
+    /// assignment, in exactly the order the gadget path allocates them,
+    /// through the [`AssignmentWriter`] it is given (sized to the recorded
+    /// circuit). a/b/c are then evaluated from the circuit's recorded
+    /// matrices and every row is checked (a*b = c), so a native witness
+    /// that is wrong anywhere never reaches the prover.
+    ///
+    /// `gadget` synthesizes the same circuit the ordinary way through the
+    /// context it is given (e.g. `|ctx, b| ctx.synthesize(build, b)` or
+    /// `ctx.synthesize_segmented`). It runs instead of `native` when no
+    /// R1CS is recorded for this key yet (the first synthesis of a shape
+    /// records it, and native witnesses are checked against that record),
+    /// for a plain context, when native generation is switched off
+    /// ([`with_native`](Self::with_native)), and after a native witness
+    /// was rejected: then the partition is redone on the gadget path in the
+    /// same buffers, a warning names the partition and the first bad row,
+    /// and the cache counts it ([`CircuitCacheStats::native_rejections`]).
+    pub fn synthesize_native<N, G>(&self, native: N, gadget: G, buffers: AssignmentBuffers) -> Result<Assignment, SynthError>
+    where
+        N: FnOnce(&mut AssignmentWriter<'_>) -> Result<(), String>,
+        G: FnOnce(SynthContext<'_>, AssignmentBuffers) -> Result<Assignment, SynthError>,
+    {
+        let Some((cache, key, _)) = self.cache.filter(|_| self.native) else {
+            return gadget(*self, buffers);
+        };
+        let Some(r1cs) = cache.ready(key) else {
+            return gadget(*self, buffers);
+        };
+        match r1cs.try_native(native, buffers)? {
+            Ok((asg, witness)) => {
+                cache.native_witness_ns.fetch_add(witness.as_nanos() as u64, Ordering::Relaxed);
+                cache.native_syntheses.fetch_add(1, Ordering::Relaxed);
+                Ok(asg)
+            }
+            Err((rejection, buffers)) => {
+                cache.native_rejections.fetch_add(1, Ordering::Relaxed);
+                let (kind, partition) = self.origin.map_or((key, None), |(k, p)| (k, Some(p)));
+                tracing::warn!(
+                    kind,
+                    partition,
+                    first_bad_row = rejection.first_bad_row,
+                    reason = %rejection.reason,
+                    "native witness rejected; redoing the partition on the gadget path"
+                );
+                gadget(*self, buffers)
+            }
+        }
     }
 
     /// The cache's decision: `make`'s circuit the ordinary or the recording

@@ -37,6 +37,7 @@ mod cache;
 mod compiled;
 mod cs;
 mod density;
+pub mod native;
 mod shape;
 pub mod workload;
 

@@ -54,7 +54,7 @@ fn fixed_buffers_too_small_is_a_clear_error() {
 }
 
 /// A buffer that cannot grow, like a pinned one.
-struct FixedBuf(Vec<Scalar>);
+pub(crate) struct FixedBuf(pub(crate) Vec<Scalar>);
 impl ScalarBuffer for FixedBuf {
     fn as_slice(&self) -> &[Scalar] {
         &self.0

@@ -111,7 +111,7 @@ impl SparseRows {
         }
     }
 
-    fn mul_block(&self, first: usize, coeffs: &[Scalar], input: &[Scalar], aux: &[Scalar], out: &mut [Scalar]) {
+    pub(crate) fn mul_block(&self, first: usize, coeffs: &[Scalar], input: &[Scalar], aux: &[Scalar], out: &mut [Scalar]) {
         let mut gathered = Vec::with_capacity(GATHER_TERMS);
         let mut r = 0;
         while r < out.len() {

@@ -28,6 +28,7 @@
 //! ```
 
 mod matrix;
+mod native;
 mod overlap;
 mod segmented;
 mod witness;
@@ -148,16 +149,17 @@ impl CompiledR1cs {
         circuit: C,
         buffers: AssignmentBuffers,
     ) -> Result<Result<Assignment, Retry>, SynthError> {
-        Ok(self.try_synthesize_overlapped(circuit, buffers)?.map(|(asg, _)| asg))
+        Ok(self.try_synthesize_overlapped(circuit, buffers)?.map(|(asg, _, _)| asg))
     }
 
     /// [`try_synthesize`](Self::try_synthesize), also saying how many
-    /// leading rows of a/b/c were evaluated while the witness ran.
+    /// leading rows of a/b/c were evaluated while the witness ran, and how
+    /// long the witness took.
     pub(crate) fn try_synthesize_overlapped<C: Circuit<Scalar>>(
         &self,
         circuit: C,
         buffers: AssignmentBuffers,
-    ) -> Result<Result<(Assignment, usize), Retry>, SynthError> {
+    ) -> Result<Result<(Assignment, usize, std::time::Duration), Retry>, SynthError> {
         let _span = tracing::debug_span!("synthesize_compiled").entered();
         let t = std::time::Instant::now();
         let n = self.num_constraints();
@@ -218,7 +220,7 @@ impl CompiledR1cs {
             rest_ms = (t.elapsed() - witness).as_secs_f64() * 1e3,
             "compiled synthesis"
         );
-        Ok(Ok((assignment, evaluated)))
+        Ok(Ok((assignment, evaluated, witness)))
     }
 
     /// a/b/c from a complete witness, into the witness system's buffers;

@@ -155,21 +155,27 @@ impl ConstraintSystem<Scalar> for SegmentCs<'_> {
 
 impl CompiledR1cs {
     /// The witness of a segmented circuit with its segments in parallel
-    /// (counted in `parallel`); when the recorded sizes do not split into
-    /// segments of one shape, the whole circuit on this thread instead.
+    /// (counted in `parallel`, its wall time added to `witness_ns`); when
+    /// the recorded sizes do not split into segments of one shape, the
+    /// whole circuit on this thread instead.
     pub(crate) fn try_synthesize_segmented<S: SegmentedCircuit>(
         &self,
         circuit: &S,
         buffers: AssignmentBuffers,
         parallel: &AtomicU64,
+        witness_ns: &AtomicU64,
     ) -> Result<Result<Assignment, Retry>, SynthError> {
         let _span = tracing::debug_span!("synthesize_segmented", segments = circuit.segments()).entered();
+        let t = std::time::Instant::now();
         let mut cs = WitnessCs::with_buffers(buffers);
         cs.alloc_input(|| "ONE", || Ok(Scalar::ONE))?;
         circuit.synthesize_part(&mut cs, None)?;
         let prefix = Sizes { inputs: cs.input.len(), aux: cs.num_aux, constraints: cs.num_constraints };
         let Some(seg) = self.segment_sizes(prefix, circuit.segments()) else {
-            return self.try_synthesize(Whole(circuit), cs.bufs);
+            return Ok(self.try_synthesize_overlapped(Whole(circuit), cs.bufs)?.map(|(asg, _, witness)| {
+                witness_ns.fetch_add(witness.as_nanos() as u64, Ordering::Relaxed);
+                asg
+            }));
         };
         if cs.aux_overflow.is_some() || (cs.bufs.aux.as_slice().len() < self.num_aux && !cs.bufs.aux.try_grow(self.num_aux)) {
             let capacity = cs.bufs.aux.as_slice().len();
@@ -205,6 +211,7 @@ impl CompiledR1cs {
             return Ok(Err(Retry::Changed(e, cs.bufs)));
         }
         parallel.fetch_add(1, Ordering::Relaxed);
+        witness_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
         Ok(Ok(self.evaluate(cs, 0)?))
     }
 

@@ -9,45 +9,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use kiln_filecoin::payload::{Payload, PayloadKind};
-use kiln_filecoin::porep::PorepRequest;
-use kiln_filecoin::post::PostRequest;
 use kiln_filecoin::registered::{post_proof, seal_proof, update_proof};
-use kiln_filecoin::snap::SnapRequest;
-use kiln_filecoin::{porep, post, snap, ParamSet, PoStType};
+use kiln_filecoin::{porep, post, snap, ParamSet};
 use kiln_groth16::ProverBackend;
 use kiln_pipeline::{Engine, EngineConfig, JobOutcome, JobRequest, JobSource, Priority};
 
 use crate::report::{median, Side};
 
-/// The job kiln's daemon makes of this payload (the mapping of
-/// kiln-daemon's `kinds.rs`, from the payload's fields instead of the wire's).
+/// The job kiln's daemon makes of this payload.
 pub fn job_for(p: &Payload) -> Result<Arc<dyn JobSource>, String> {
-    match p.proof_kind {
-        PayloadKind::PorepSealCommit => porep::job(
-            &p.vanilla_proof,
-            &PorepRequest { sector_size: p.sector_size, registered_proof: p.registered_proof, sector_number: p.sector_number },
-        ),
-        PayloadKind::SnapDealsUpdate => snap::job(&SnapRequest {
-            registered_proof: p.registered_proof,
-            sector_size: p.sector_size,
-            vanilla_proofs: &p.vanilla_proofs,
-            comm_r_old: &p.comm_r_old,
-            comm_r_new: &p.comm_r_new,
-            comm_d_new: &p.comm_d_new,
-        }),
-        PayloadKind::WindowPostPartition | PayloadKind::WinningPost => {
-            let typ = if p.proof_kind == PayloadKind::WinningPost { PoStType::Winning } else { PoStType::Window };
-            let req = PostRequest {
-                registered_proof: p.registered_proof,
-                sector_size: p.sector_size,
-                vanilla_proofs: &p.vanilla_proofs,
-                randomness: &p.randomness,
-                miner_id: p.miner_id,
-                partition_index: p.partition_index,
-            };
-            post::job(typ, &req)
-        }
-    }
+    kiln_filecoin::job_for_payload(p)
 }
 
 /// The parameter set of the payload's registered proof (the files both
@@ -137,4 +108,46 @@ pub fn run_kind(
         side.notes.push(format!("kiln timed proofs: synthesis {s:.1} ms + prover {p:.1} ms (medians, summed over partitions)"));
     }
     Ok(side)
+}
+
+/// What `n` jobs submitted at once showed.
+pub struct Steady {
+    pub jobs: usize,
+    /// First completion to last, over `jobs - 1`: the time per proof once
+    /// the pipeline is full (the first job's fill is outside it).
+    pub per_proof_ms: f64,
+    /// All `jobs` from submission to the last answer.
+    pub total_ms: f64,
+    /// Mean GPU busy % between the first and the last completion (NVML), if a GPU is watched.
+    pub gpu_busy: Option<f64>,
+}
+
+/// `n` jobs of `payload` submitted at once (n >= 2), each answer verified
+/// by filecoin-proofs: the steady-state time per proof.
+pub fn run_steady(setup: &KilnSetup, payload: &Payload, job: &Arc<dyn JobSource>, n: usize) -> Result<Steady> {
+    let engine = Engine::start(setup.config.clone(), setup.backends.clone()).context("starting kiln's engine")?;
+    let busy = crate::busy::BusyRecorder::start();
+    let t0 = Instant::now();
+    let ids: Vec<String> = (0..n)
+        .map(|i| engine.submit(JobRequest::new(format!("{}-steady-{i}", job.kind_label()), Priority::Normal, job.clone())).map(|s| s.job_id))
+        .collect::<Result<_, _>>()?;
+    let mut done = Vec::new();
+    for id in &ids {
+        match engine.wait_blocking(id, None) {
+            JobOutcome::Completed { proof, .. } => {
+                done.push(Instant::now());
+                kiln_filecoin::verify::verify(payload, &proof).map_err(|e| anyhow::anyhow!("kiln's {} steady proof {id}: {e}", job.kind_label()))?;
+            }
+            other => bail!("kiln's {} steady job {id} ended {}: {other:?}", job.kind_label(), other.name()),
+        }
+    }
+    let total_ms = ms(t0.elapsed());
+    engine.shutdown_blocking(Duration::from_secs(30));
+    done.sort();
+    let (first, last) = (done[0], done[done.len() - 1]);
+    let gpu_busy = busy.map(|b| b.stop()).and_then(|samples| {
+        let window: Vec<f64> = samples.iter().filter(|(t, _)| *t >= first && *t <= last).map(|(_, b)| f64::from(*b)).collect();
+        (!window.is_empty()).then(|| window.iter().sum::<f64>() / window.len() as f64)
+    });
+    Ok(Steady { jobs: n, per_proof_ms: ms(last - first) / (n - 1).max(1) as f64, total_ms, gpu_busy })
 }

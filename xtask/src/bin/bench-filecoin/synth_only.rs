@@ -7,6 +7,13 @@
 //! The witness-only runs get buffers of the recorded size, allocated and
 //! written before the clock starts, as the engine's pool hands them out
 //! (else first-touch page faults would be timed as synthesis).
+//!
+//! Those runs take the gadget path (the circuit's own witness code). For
+//! kinds with a native witness generator the same number of runs then take
+//! the native path (checked against the recorded R1CS), and both witnesses
+//! are timed once more on a single core (a one-thread pool: wall time is
+//! core time), against the floor of writing the aux vector once at this
+//! host's single-core memory write bandwidth (measured here, same run).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -14,7 +21,7 @@ use std::time::Instant;
 use anyhow::{anyhow, Result};
 use kiln_groth16::msm::{scalar_mix, ScalarMix};
 use kiln_pipeline::JobSource;
-use kiln_synth::{AssignmentBuffers, CircuitCache};
+use kiln_synth::{AssignmentBuffers, CircuitCache, CircuitCacheStats};
 use rayon::prelude::*;
 use serde_json::json;
 
@@ -34,6 +41,53 @@ pub struct SynthTimes {
     /// the rest bucketed: what an MSM's cost depends on): all of them (the
     /// L query), those in the A query and those in the B query.
     pub classes: [ScalarMix; 3],
+    /// Witness time of the gadget-path runs (ms, from the cache's counters).
+    pub gadget_witness_ms: Vec<f64>,
+    /// The native path, for kinds that have a generator.
+    pub native: Option<NativeTimes>,
+}
+
+/// The native path's times, and both witnesses on one core.
+pub struct NativeTimes {
+    /// Whole syntheses (witness, a/b/c, the check), every core.
+    pub synth_ms: Vec<f64>,
+    /// Their witnesses alone.
+    pub witness_ms: Vec<f64>,
+    /// One core: the gadget path's witness, the native one.
+    pub gadget_witness_1core_ms: f64,
+    pub native_witness_1core_ms: f64,
+    /// Writing the aux vector once at the single-core write bandwidth.
+    pub floor_ms: f64,
+    pub write_gb_s: f64,
+}
+
+impl NativeTimes {
+    fn json(&self, constraints: usize) -> serde_json::Value {
+        let per_m = |ms: f64| ms / 1e3 / (constraints as f64 / 1e6);
+        json!({"synth_ms": self.synth_ms, "synth_median_ms": median(&self.synth_ms),
+               "witness_ms": self.witness_ms, "witness_median_ms": median(&self.witness_ms),
+               "gadget_witness_1core_ms": self.gadget_witness_1core_ms, "native_witness_1core_ms": self.native_witness_1core_ms,
+               "gadget_witness_core_s_per_m": per_m(self.gadget_witness_1core_ms),
+               "native_witness_core_s_per_m": per_m(self.native_witness_1core_ms),
+               "speedup": self.gadget_witness_1core_ms / self.native_witness_1core_ms,
+               "floor_ms": self.floor_ms, "write_gb_s_1core": self.write_gb_s})
+    }
+
+    fn line(&self, constraints: usize) -> String {
+        let per_m = |ms: f64| ms / 1e3 / (constraints as f64 / 1e6);
+        format!(
+            "  native: synthesis {:.1} ms, witness {:.1} ms (medians, every core); one core: witness gadget {:.1} ms ({:.3} core-s/M constraints), native {:.1} ms ({:.4} core-s/M), {:.1}x; floor {:.2} ms (aux written once at {:.1} GB/s)",
+            median(&self.synth_ms).unwrap_or(f64::NAN),
+            median(&self.witness_ms).unwrap_or(f64::NAN),
+            self.gadget_witness_1core_ms,
+            per_m(self.gadget_witness_1core_ms),
+            self.native_witness_1core_ms,
+            per_m(self.native_witness_1core_ms),
+            self.gadget_witness_1core_ms / self.native_witness_1core_ms,
+            self.floor_ms,
+            self.write_gb_s
+        )
+    }
 }
 
 /// One query's scalar classes, as a line.
@@ -53,17 +107,21 @@ impl SynthTimes {
                "witness_ms": self.witness_ms, "witness_median_ms": median(&self.witness_ms),
                "all_partitions_ms": self.all_partitions_ms,
                "segmented_syntheses": self.segmented, "shape": format!("{:?}", self.shape),
+               "gadget_witness_ms": self.gadget_witness_ms, "gadget_witness_median_ms": median(&self.gadget_witness_ms),
+               "native": self.native.as_ref().map(|n| n.json(self.shape.num_constraints)),
                "aux_classes": {"l": mix_json(&self.classes[0]), "a": mix_json(&self.classes[1]), "b": mix_json(&self.classes[2])}})
     }
 
     pub fn line(&self) -> String {
+        let native = self.native.as_ref().map(|n| format!("\n{}", n.line(self.shape.num_constraints))).unwrap_or_default();
         format!(
-            "{}: {} partition(s) of {:?}; partition 0 recorded in {:.1} ms, then witness-only {:.1} ms (median of {}, {} with parallel segments); all partitions at once {:.1} ms; aux scalars: L {}, A {}, B {}",
+            "{}: {} partition(s) of {:?}; partition 0 recorded in {:.1} ms, then witness-only {:.1} ms on the gadget path (its witness {:.1} ms; median of {}, {} with parallel segments); all partitions at once {:.1} ms; aux scalars: L {}, A {}, B {}{native}",
             self.label,
             self.partitions,
             self.shape,
             self.compile_ms,
             median(&self.witness_ms).unwrap_or(f64::NAN),
+            median(&self.gadget_witness_ms).unwrap_or(f64::NAN),
             self.witness_ms.len(),
             self.segmented,
             self.all_partitions_ms,
@@ -83,15 +141,26 @@ pub fn run(job: &Arc<dyn JobSource>, timed: usize) -> Result<SynthTimes> {
     let label = job.kind_label().to_string();
     let cache = CircuitCache::unbounded();
     let key = format!("synth-only-{label}");
-    let synth = |i: usize, buffers: AssignmentBuffers| -> Result<(f64, kiln_synth::Assignment)> {
+    let synth = |i: usize, buffers: AssignmentBuffers, native: bool| -> Result<(f64, kiln_synth::Assignment)> {
         let t = Instant::now();
-        let asg = job.synthesize(i, buffers, cache.context(&key, usize::MAX)).map_err(|e| anyhow!("{label} partition {i}: {e}"))?;
+        let ctx = cache.context(&key, usize::MAX).with_native(native);
+        let asg = job.synthesize(i, buffers, ctx).map_err(|e| anyhow!("{label} partition {i}: {e}"))?;
         let elapsed = ms(t);
         asg.check_satisfied().map_err(|e| anyhow!("{label} partition {i}: a*b != c: {e}"))?;
         Ok((elapsed, asg))
     };
-    let once = |i: usize, buffers: AssignmentBuffers| synth(i, buffers).map(|(ms, asg)| (ms, asg.shape()));
-    let (compile_ms, first) = synth(0, AssignmentBuffers::heap())?;
+    // One synthesis: (ms, witness ms from the cache's counters, shape).
+    let once = |i: usize, buffers: AssignmentBuffers, native: bool| {
+        let before = cache.stats();
+        let (ms, asg) = synth(i, buffers, native)?;
+        let after = cache.stats();
+        if after.native_rejections > before.native_rejections {
+            return Err(anyhow!("{label} partition {i}: the native witness was rejected (see the log)"));
+        }
+        let witness = |s: &CircuitCacheStats| if native { s.native_witness_ns } else { s.compiled_witness_ns };
+        Ok((ms, (witness(&after) - witness(&before)) as f64 / 1e6, asg.shape(), after.native_syntheses > before.native_syntheses))
+    };
+    let (compile_ms, first) = synth(0, AssignmentBuffers::heap(), false)?;
     let shape = first.shape();
     let aux = first.aux();
     let query = |d: &kiln_synth::Density| d.iter_set().map(|i| aux[i]).collect::<Vec<_>>();
@@ -99,15 +168,64 @@ pub fn run(job: &Arc<dyn JobSource>, timed: usize) -> Result<SynthTimes> {
     drop(first);
     // vec![x; n] writes every element: the pages are touched here.
     let touched = || AssignmentBuffers::heap_with_capacity(shape.num_constraints, shape.num_aux);
-    let witness_ms = (0..timed).map(|_| once(0, touched()).map(|(ms, _)| ms)).collect::<Result<Vec<_>>>()?;
+    let gadget_runs = (0..timed).map(|_| once(0, touched(), false)).collect::<Result<Vec<_>>>()?;
     let stats = cache.stats();
     if stats.compiled_syntheses < timed as u64 {
         return Err(anyhow!("{label}: the witness-only path was not taken ({stats:?})"));
     }
+    let witness_ms = gadget_runs.iter().map(|r| r.0).collect();
+    let gadget_witness_ms = gadget_runs.iter().map(|r| r.1).collect();
     let buffers: Vec<AssignmentBuffers> = (0..job.num_partitions()).map(|_| touched()).collect();
     let t = Instant::now();
-    buffers.into_par_iter().enumerate().map(|(i, b)| once(i, b)).collect::<Result<Vec<_>>>()?;
+    buffers.into_par_iter().enumerate().map(|(i, b)| once(i, b, false)).collect::<Result<Vec<_>>>()?;
     let all_partitions_ms = ms(t);
     let segmented = cache.stats().segmented_syntheses;
-    Ok(SynthTimes { label, partitions: job.num_partitions(), compile_ms, witness_ms, all_partitions_ms, segmented, shape, classes })
+    let native = if once(0, touched(), true)?.3 { Some(native_times(&once, &touched, timed, shape.num_aux)?) } else { None };
+    Ok(SynthTimes { label, partitions: job.num_partitions(), compile_ms, witness_ms, all_partitions_ms, segmented, shape, classes, gadget_witness_ms, native })
+}
+
+/// One synthesis: its ms, its witness ms, its shape, whether it took the native path.
+type Once = (f64, f64, kiln_synth::CircuitShape, bool);
+
+/// The native path's runs, then both witnesses on one core, and the floor.
+fn native_times(
+    once: &(dyn Fn(usize, AssignmentBuffers, bool) -> Result<Once> + Sync),
+    touched: &(dyn Fn() -> AssignmentBuffers + Sync),
+    timed: usize,
+    num_aux: usize,
+) -> Result<NativeTimes> {
+    let runs = (0..timed).map(|_| once(0, touched(), true)).collect::<Result<Vec<_>>>()?;
+    let one_core = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
+    let best_witness = |native: bool| -> Result<f64> {
+        let ws = (0..timed.max(1)).map(|_| one_core.install(|| once(0, touched(), native)).map(|r| r.1)).collect::<Result<Vec<_>>>()?;
+        Ok(median(&ws).unwrap_or(f64::NAN))
+    };
+    let gadget_witness_1core_ms = best_witness(false)?;
+    let native_witness_1core_ms = best_witness(true)?;
+    let write_gb_s = one_core.install(single_core_write_gb_s);
+    Ok(NativeTimes {
+        synth_ms: runs.iter().map(|r| r.0).collect(),
+        witness_ms: runs.iter().map(|r| r.1).collect(),
+        gadget_witness_1core_ms,
+        native_witness_1core_ms,
+        floor_ms: (num_aux * 32) as f64 / (write_gb_s * 1e9) * 1e3,
+        write_gb_s,
+    })
+}
+
+/// This thread's memory write bandwidth (GB/s): the best of five passes
+/// storing field elements over 256 MiB that is already touched, the way a
+/// witness generator writes its aux vector.
+fn single_core_write_gb_s() -> f64 {
+    let mut buf = vec![blstrs::Scalar::from(0u64); (256 << 20) / 32];
+    let best = (1..=5u64)
+        .map(|k| {
+            let v = blstrs::Scalar::from(k);
+            let t = Instant::now();
+            buf.iter_mut().for_each(|x| *x = v);
+            std::hint::black_box(&buf);
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min);
+    (buf.len() * 32) as f64 / best / 1e9
 }
