@@ -27,6 +27,34 @@ pub struct EngineStatus {
     /// Compiled circuits and how partitions were synthesized.
     pub circuits: CircuitCacheStats,
     pub jobs: JobTotals,
+    /// What the critical lane holds apart from bulk work.
+    pub lanes: LaneStatus,
+}
+
+/// The critical lane: the memory, threads and workers bulk work cannot take.
+#[derive(Clone, Debug, Serialize)]
+pub struct LaneStatus {
+    /// Budget bytes bulk reservations leave free for critical partitions
+    /// (`budget.priority_reserve`).
+    pub critical_reserve_bytes: u64,
+    /// Budget bytes critical partitions hold now (`budget.priority_reserved`).
+    pub critical_reserved_bytes: u64,
+    /// Critical reservations waiting for memory (`budget.priority_waiting`).
+    pub critical_waiting: usize,
+    /// The largest need (one partition and its parameters) of a critical job
+    /// submitted so far: above `critical_reserve_bytes` it may wait for
+    /// memory bulk jobs hold.
+    pub largest_critical_need_bytes: u64,
+    /// The critical lane's buffer pool.
+    pub critical_pinned_pool: PoolSnapshot,
+    /// Threads of the critical lane's rayon pool (0: it shares the bulk pool).
+    pub critical_threads: usize,
+    /// Threads of the bulk rayon pool, and the nice steps they run below normal.
+    pub bulk_threads: usize,
+    pub bulk_nice: i32,
+    /// Prover workers that take only critical partitions (also listed in
+    /// `workers.gpu_workers`, `critical_only`).
+    pub critical_prover_workers: usize,
 }
 
 /// Work of one kind label.
@@ -68,6 +96,8 @@ pub struct GpuWorkerStatus {
     pub current_kind_label: Option<String>,
     /// Partitions it has started.
     pub partitions_started: u64,
+    /// It takes only critical partitions (the critical lane's prover worker).
+    pub critical_only: bool,
 }
 
 /// Job totals since start.
@@ -104,6 +134,13 @@ pub(crate) fn prometheus_text(status: &EngineStatus) -> String {
     family("kiln_memory_reserved_peak_bytes", "gauge", "Highest reserved bytes seen.", one(b.peak_reserved as f64));
     family("kiln_memory_waiting_reservations", "gauge", "Reservations waiting for memory.", one(b.waiting_reservations as f64));
     family("kiln_memory_waiting_bytes", "gauge", "Bytes the waiting reservations ask for.", one(b.waiting_bytes as f64));
+    let l = &status.lanes;
+    family("kiln_critical_reserve_bytes", "gauge", "Budget bytes bulk work leaves free for critical partitions.",
+        one(l.critical_reserve_bytes as f64));
+    family("kiln_critical_reserved_bytes", "gauge", "Budget bytes critical partitions hold.", one(l.critical_reserved_bytes as f64));
+    family("kiln_critical_waiting_reservations", "gauge", "Critical reservations waiting for memory.", one(l.critical_waiting as f64));
+    family("kiln_critical_pinned_pool_bytes", "gauge", "Bytes of buffers the critical lane's pool holds.",
+        one(l.critical_pinned_pool.pinned_total_bytes as f64));
     let p = &status.pinned_pool;
     family("kiln_pinned_pool_bytes", "gauge", "Bytes of buffers the pool holds.", one(p.pinned_total_bytes as f64));
     family("kiln_pinned_pool_in_use_bytes", "gauge", "Bytes of pool buffers checked out.", one(p.pinned_in_use_bytes as f64));
@@ -173,7 +210,8 @@ pub(crate) fn prometheus_text(status: &EngineStatus) -> String {
 }
 
 fn gpu_labels(g: &GpuWorkerStatus) -> String {
-    format!("{{worker=\"{}\",backend=\"{}\"}}", g.index, escape(&g.backend))
+    let lane = if g.critical_only { "critical" } else { "any" };
+    format!("{{worker=\"{}\",backend=\"{}\",lane=\"{lane}\"}}", g.index, escape(&g.backend))
 }
 
 /// Escapes a label value (backslash, quote, newline).

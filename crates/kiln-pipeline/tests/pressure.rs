@@ -235,7 +235,8 @@ fn jobs_of_different_shapes_share_a_budget_that_fits_one_shape_at_a_time() {
     // pool buffers of one shape must be evicted for the other.
     let budget = srs12 + part12 + (64 << 10);
     assert!(srs12 + part12 + srs10 + part10 > budget);
-    let engine = Engine::start(config(budget), vec![]).unwrap();
+    // Bulk jobs only, and a budget cut to one shape: no critical reserve.
+    let engine = Engine::start(EngineConfig { critical_reserve_bytes: Some(0), ..config(budget) }, vec![]).unwrap();
     let jobs: Vec<_> =
         [12, 10, 12, 10].into_iter().enumerate().map(|(k, log)| (format!("shape-{k}"), synthetic(log, 2, k as u64))).collect();
     for (id, job) in &jobs {
