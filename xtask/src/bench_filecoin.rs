@@ -55,7 +55,7 @@ pub struct Args {
 }
 
 /// The payloads of `size` in `dir`, sealed and proved here (seconds) when any is missing.
-fn ensure_inputs(size: u64, dir: &Path, seed: u64) -> Result<Vec<PathBuf>> {
+pub(crate) fn ensure_inputs(size: u64, dir: &Path, seed: u64) -> Result<Vec<PathBuf>> {
     let files: Vec<PathBuf> = PayloadKind::ALL.iter().map(|k| dir.join(k.file_name())).collect();
     if files.iter().all(|f| f.exists()) {
         return Ok(files);

@@ -55,14 +55,16 @@ pub struct EngineConfig {
     /// first). Default 1.
     pub critical_prover_workers: usize,
     /// Synthesized partitions the GPU queue holds before synthesis workers
-    /// block (0 = hand-off only). Default 1.
+    /// block (0 = hand-off only), and as many critical ones again (a
+    /// critical partition never waits for room behind bulk ones). Default 1.
     pub gpu_queue_depth: usize,
     /// Times a partition is synthesized and proved again after the prover
     /// failed on it in a way a faulty device could cause (a backend error
     /// or panic, a proof that did not verify); after that its job fails.
     /// Synthesis errors are never retried. Default 1.
     pub partition_retries: u32,
-    /// Threads that assemble and verify proofs off the GPU workers. Default 2.
+    /// Threads that assemble and verify bulk proofs off the GPU workers
+    /// (one more always takes only critical ones). Default 2.
     pub finalizer_threads: usize,
     /// The host memory budget; `None` sizes it from the host (RAM or cgroup
     /// limit) minus `memory_margin_bytes`.

@@ -8,66 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use kiln_filecoin::payload::{Payload, PayloadKind};
-use kiln_filecoin::porep::PorepRequest;
-use kiln_filecoin::post::PostRequest;
-use kiln_filecoin::registered::{post_proof, seal_proof, update_proof};
-use kiln_filecoin::snap::SnapRequest;
-use kiln_filecoin::{porep, post, snap, ParamSet, PoStType};
+use kiln_filecoin::payload::Payload;
 use kiln_groth16::ProverBackend;
 use kiln_pipeline::{Engine, EngineConfig, JobOutcome, JobRequest, JobSource, Priority};
 
 use crate::report::{median, Side};
-
-/// The job kiln's daemon makes of this payload (the mapping of
-/// kiln-daemon's `kinds.rs`, from the payload's fields instead of the wire's).
-pub fn job_for(p: &Payload) -> Result<Arc<dyn JobSource>, String> {
-    match p.proof_kind {
-        PayloadKind::PorepSealCommit => porep::job(
-            &p.vanilla_proof,
-            &PorepRequest { sector_size: p.sector_size, registered_proof: p.registered_proof, sector_number: p.sector_number },
-        ),
-        PayloadKind::SnapDealsUpdate => snap::job(&SnapRequest {
-            registered_proof: p.registered_proof,
-            sector_size: p.sector_size,
-            vanilla_proofs: &p.vanilla_proofs,
-            comm_r_old: &p.comm_r_old,
-            comm_r_new: &p.comm_r_new,
-            comm_d_new: &p.comm_d_new,
-        }),
-        PayloadKind::WindowPostPartition | PayloadKind::WinningPost => {
-            let typ = if p.proof_kind == PayloadKind::WinningPost { PoStType::Winning } else { PoStType::Window };
-            let req = PostRequest {
-                registered_proof: p.registered_proof,
-                sector_size: p.sector_size,
-                vanilla_proofs: &p.vanilla_proofs,
-                randomness: &p.randomness,
-                miner_id: p.miner_id,
-                partition_index: p.partition_index,
-            };
-            post::job(typ, &req)
-        }
-    }
-}
-
-/// The parameter set of the payload's registered proof (the files both
-/// provers and the verifiers read), and filecoin-proofs' name for that proof.
-pub fn param_set_for(p: &Payload) -> Result<(ParamSet, String), String> {
-    match p.proof_kind {
-        PayloadKind::PorepSealCommit => {
-            let proof = seal_proof(p.registered_proof)?;
-            Ok((porep::param_set(proof)?, format!("{proof:?}")))
-        }
-        PayloadKind::SnapDealsUpdate => {
-            let proof = update_proof(p.registered_proof)?;
-            Ok((snap::param_set(proof), format!("{proof:?}")))
-        }
-        PayloadKind::WindowPostPartition | PayloadKind::WinningPost => {
-            let proof = post_proof(p.registered_proof)?;
-            Ok((post::param_set(proof)?, format!("{proof:?}")))
-        }
-    }
-}
 
 /// The backends and engine settings shared by every kind of a run.
 pub struct KilnSetup {
