@@ -107,6 +107,11 @@ pub fn param_set_for(p: &Payload) -> Result<(ParamSet, String), String> {
 /// sets' single-threaded phases then overlap).
 pub fn ensure_params(payloads: &[Payload], progress: &(dyn Fn(&str) + Sync)) -> Result<()> {
     let sets = payloads.iter().map(param_set_for).collect::<Result<Vec<_>, _>>().map_err(|e| anyhow!(e))?;
+    // Test setups are made by the engine when it first needs them.
+    let (sets, test_setups): (Vec<_>, Vec<_>) = sets.into_iter().partition(|(set, _)| set.test_setup_dir().is_none());
+    for (set, name) in &test_setups {
+        progress(&format!("{name} ({}): no .params file; proved against a TEST SETUP in {}", set.label, set.test_setup_dir().expect("partitioned").display()));
+    }
     let missing = sets.iter().filter(|(set, _)| !set.params_path().exists()).count();
     let finished = AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -149,4 +154,3 @@ pub fn ensure_params(payloads: &[Payload], progress: &(dyn Fn(&str) + Sync)) -> 
     })?;
     Ok(())
 }
-

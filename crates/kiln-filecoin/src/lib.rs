@@ -29,6 +29,7 @@ pub mod porep;
 pub mod post;
 pub mod registered;
 pub mod snap;
+pub mod test_setup;
 pub mod vanilla;
 pub mod verify;
 
