@@ -9,13 +9,13 @@
 //! (gen-vanilla payloads, made here when missing) and a `run.sh` that runs
 //! the synthetic workload, then WinningPoSt and WindowPoSt against PoRep
 //! and SnapDeals (their parameters are made there where missing).
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{anyhow, bail, Result};
 use kiln_filecoin::registered::{is_test_sector_size, parse_sector_size, sector_size_name};
 
-use crate::peer_build::{build_xtask_bin, copy_stripped, kernels_and_cuda_root, mib, run_ok, target_dir};
+use crate::peer_build::{build_xtask_bin, carry, kernels_and_cuda_root, mib, run_ok, target_dir};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -69,18 +69,6 @@ fi
     )
 }
 
-fn carry(dir: &Path, driver: &Path, inputs: &[PathBuf], size: &str) -> Result<u64> {
-    std::fs::create_dir_all(dir.join("inputs"))?;
-    let mut total = copy_stripped(driver, dir)?;
-    for f in inputs {
-        total += std::fs::copy(f, dir.join("inputs").join(f.file_name().unwrap_or_default()))?;
-    }
-    let script = dir.join("run.sh");
-    std::fs::write(&script, run_sh(size))?;
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
-    Ok(total + std::fs::metadata(&script)?.len())
-}
-
 pub fn run(args: Args) -> Result<()> {
     let root = crate::workspace_root();
     let target = target_dir(&root);
@@ -94,7 +82,7 @@ pub fn run(args: Args) -> Result<()> {
         kernels_and_cuda_root(&target)?;
         let driver = build_xtask_bin(&root, &target, "bench-latency")?;
         let dir = args.out.clone().unwrap_or_else(|| root.join(".gpu-latency"));
-        let total = carry(&dir, &driver, &inputs, &name)?;
+        let total = carry(&dir, &[&driver], &inputs, &run_sh(&name))?;
         eprintln!("xtask bench latency: {} holds {:.1} MiB (bench-latency, {name} inputs, run.sh)", dir.display(), mib(total));
         let extra = if args.driver_args.is_empty() { String::new() } else { format!(" all {}", args.driver_args.join(" ")) };
         println!("on the GPU machine, in that directory: OUT=$OUT ./run.sh{extra}");

@@ -18,6 +18,16 @@ use kiln_filecoin::{porep, post, snap, ParamSet, PoStType};
 use kiln_groth16::{GpuBackend, ProverBackend};
 use kiln_pipeline::JobSource;
 
+/// kiln's own spans and events (per-partition phase timings at info from
+/// kiln_pipeline) on stderr when `KILN_LOG` asks, as the daemon does.
+pub fn log_to_stderr() {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("KILN_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+}
+
 /// kiln's backends for `choice`: `auto` (every GPU that opens with kiln's
 /// kernels, `gpu_workers` workers each, else the CPU), `gpu` (an error
 /// without one) or `cpu` (none: the engine's CPU backend); and a line

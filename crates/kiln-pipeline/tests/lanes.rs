@@ -5,16 +5,10 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
-use kiln_pipeline::{Engine, EngineConfig, JobOutcome, JobRequest, JobSource, PartitionFootprint, Priority, Stage};
-
-/// The footprint the engine computes for one 2^`log` synthetic partition.
-fn footprint(log: u32, cfg: &EngineConfig) -> PartitionFootprint {
-    let params = kiln_groth16::ParamsFile::open(synthetic(log, 1, 0).srs().path).unwrap();
-    PartitionFootprint::of(&kiln_pipeline::shape_from_params(&params), cfg)
-}
+use kiln_pipeline::{Engine, EngineConfig, JobRequest, Priority, Stage};
 
 #[test]
 fn a_critical_job_never_waits_for_memory_bulk_jobs_hold() {
@@ -33,13 +27,7 @@ fn a_critical_job_never_waits_for_memory_bulk_jobs_hold() {
         engine.submit(JobRequest::new("bulk", Priority::High, bulk)).unwrap();
         let synthesizing = if reserve > 0 { 2 } else { 3 };
         assert!(wait_until(Duration::from_secs(10), || engine.status().buffers.get(Stage::Synthesizing).count == synthesizing));
-        let t = Instant::now();
-        let critical = synthetic(10, 1, 9);
-        engine.submit(JobRequest::new("critical", Priority::Critical, critical.clone())).unwrap();
-        let outcome = engine.wait_blocking("critical", Some(Duration::from_secs(30)));
-        let took = t.elapsed();
-        let JobOutcome::Completed { proof, .. } = outcome else { panic!("{outcome:?}") };
-        assert_valid_proofs(&critical, &proof);
+        let (took, _) = prove_critical(&engine, "critical", &synthetic(10, 1, 9));
         let s = engine.status();
         assert!(s.budget.peak_reserved <= budget);
         if reserve > 0 {
@@ -64,14 +52,8 @@ fn a_critical_job_never_waits_for_memory_bulk_jobs_hold() {
 fn critical_latencies(engine: &Engine, tag: &str, n: usize) -> Vec<Duration> {
     (0..n)
         .map(|i| {
-            let job = synthetic(10, 1, 1000 + i as u64);
             let id = format!("critical-{tag}-{i}");
-            let t = Instant::now();
-            engine.submit(JobRequest::new(id.clone(), Priority::Critical, job.clone())).unwrap();
-            let outcome = engine.wait_blocking(&id, Some(Duration::from_secs(60)));
-            let took = t.elapsed();
-            let JobOutcome::Completed { proof, timings } = outcome else { panic!("{id}: {outcome:?}") };
-            assert_valid_proofs(&job, &proof);
+            let (took, timings) = prove_critical(engine, &id, &synthetic(10, 1, 1000 + i as u64));
             if tag.starts_with("loaded") {
                 eprintln!("{id}: {took:?} {timings:?}");
             }

@@ -10,7 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::*;
-use kiln_pipeline::{Engine, EngineConfig, EngineStatus, JobOutcome, JobRequest, JobSource, PartitionFootprint, Priority, Stage};
+use kiln_pipeline::{Engine, EngineConfig, EngineStatus, JobOutcome, JobRequest, Priority, Stage};
 
 const MIB: u64 = 1 << 20;
 
@@ -39,12 +39,6 @@ impl Sampler {
         self.stop.store(true, Ordering::Relaxed);
         self.handle.join().unwrap()
     }
-}
-
-/// The footprint the engine computes for one 2^`log` synthetic partition.
-fn footprint(log: u32, cfg: &EngineConfig) -> PartitionFootprint {
-    let params = kiln_groth16::ParamsFile::open(synthetic(log, 1, 0).srs().path).unwrap();
-    PartitionFootprint::of(&kiln_pipeline::shape_from_params(&params), cfg)
 }
 
 #[test]
@@ -263,13 +257,7 @@ fn the_critical_lane_serves_a_critical_job_while_every_worker_is_busy() {
         let big = Arc::new(Faulty { inner: synthetic(10, 4, 1), fault: Fault::Slow(slow) });
         engine.submit(JobRequest::new("big", Priority::High, big)).unwrap();
         assert!(wait_until(Duration::from_secs(10), || engine.status().buffers.get(Stage::Synthesizing).count == 2));
-        let t = Instant::now();
-        let critical = synthetic(10, 1, 9);
-        engine.submit(JobRequest::new("critical", Priority::Critical, critical.clone())).unwrap();
-        let outcome = engine.wait_blocking("critical", Some(Duration::from_secs(30)));
-        let took = t.elapsed();
-        let JobOutcome::Completed { proof, .. } = outcome else { panic!("{outcome:?}") };
-        assert_valid_proofs(&critical, &proof);
+        let (took, _) = prove_critical(&engine, "critical", &synthetic(10, 1, 9));
         if lane == 1 {
             assert!(took < slow / 2, "with a critical lane the job took {took:?}");
         } else {

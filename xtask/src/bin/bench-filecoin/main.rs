@@ -158,13 +158,7 @@ fn synth_only_run(payloads: &[Payload], timed: usize, args: &Args) -> Result<()>
 
 fn main() -> Result<()> {
     START.get_or_init(Instant::now);
-    // kiln's own spans and events (per-partition phase timings at info from
-    // kiln_pipeline) on stderr when KILN_LOG asks, as the daemon does.
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("KILN_LOG").unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
+    kiln_bench::log_to_stderr();
     let args = Args::parse();
     // filecoin-proofs reads its settings once, at first use: set before any.
     if let Some(dir) = &args.test_setup {

@@ -169,11 +169,7 @@ fn workloads(args: &Args) -> Result<(Vec<Workload>, Vec<Workload>, String)> {
 }
 
 fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("KILN_LOG").unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
+    kiln_bench::log_to_stderr();
     let args = Args::parse();
     if args.samples == 0 {
         bail!("--samples must be at least 1");
