@@ -45,6 +45,7 @@ fn run_sh(size: &str) -> String {
 #                           2^20 x4), then the Filecoin kinds at {size}
 #   ./run.sh synthetic      only the synthetic workload
 #   ./run.sh filecoin ...   only the Filecoin kinds (more bench-latency flags after)
+#   ./run.sh all --params-only   only the parameters (a first step where time is short)
 # Filecoin parameters: $FIL_PROOFS_PARAMETER_CACHE (default /tmp/kiln-fil-params,
 # made where missing). Results (table.md, results.json, proofs.jsonl, log.txt
 # per workload): $OUT (default ./results).

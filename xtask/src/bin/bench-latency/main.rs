@@ -92,6 +92,10 @@ struct Args {
     /// With --inputs: the bulk kinds (porep, snap), submitted in turn.
     #[arg(long, value_delimiter = ',', default_value = "porep,snap")]
     bulk: Vec<String>,
+    /// Only make sure the workloads' parameters exist (Filecoin: generated
+    /// where missing), then stop: a separate first step where time is short.
+    #[arg(long)]
+    params_only: bool,
     /// kiln's backend: auto (every GPU with kernels, else the CPU), gpu, cpu.
     #[arg(long, default_value = "auto")]
     backend: String,
@@ -178,6 +182,18 @@ fn main() -> Result<()> {
         std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", "/var/tmp/filecoin-proof-parameters");
     }
     let (critical, bulk, what) = workloads(&args)?;
+    if args.params_only {
+        // Synthetic parameters are made by the engine on first use: make them now.
+        for w in critical.iter().chain(&bulk) {
+            let spec = w.source.srs();
+            if let Some(generate) = spec.generate.as_ref().filter(|_| !spec.path.exists()) {
+                eprintln!("bench-latency: generating {}", spec.path.display());
+                generate(&spec.path).map_err(|e| anyhow!("parameters of {}: {e}", w.label))?;
+            }
+        }
+        println!("parameters ready (--params-only): {what}");
+        return Ok(());
+    }
     let (backends, description) = kiln_bench::backends(&args.backend, args.gpu_workers)?;
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let plan = Plan {
