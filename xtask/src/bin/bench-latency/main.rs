@@ -47,7 +47,7 @@ mod run;
 mod stats;
 
 use report::{render_table, ModeReport};
-use run::{Plan, Workload};
+use run::{Mode, Plan, Workload};
 
 #[derive(Parser, Debug)]
 #[command(name = "bench-latency", about = "critical jobs' latency unloaded and under a full bulk load, with and without kiln's critical lane")]
@@ -217,7 +217,8 @@ fn main() -> Result<()> {
         let settings: Vec<String> = args.engine.iter().chain(&own).cloned().collect();
         let config = engine_config(&settings)?;
         eprintln!("bench-latency: == {mode} ({:.0} s so far)", started.elapsed().as_secs_f64());
-        let report = run::run_mode(mode, &own.join(" "), config, &backends, &critical, &bulk, plan, &mut |mode, phase, kind, i, s| {
+        let m = Mode { name: mode.clone(), settings: own.join(" "), config };
+        let report = run::run_mode(m, &backends, (&critical, &bulk), plan, &mut |mode, phase, kind, i, s| {
             eprintln!("bench-latency: {mode} {phase} {kind} {i}: {:.1} ms (synthesis {:.1}, prover {:.1})", s.total, s.synthesis, s.prover);
             out.line(json!({"mode": mode, "phase": phase, "kind": kind, "index": i, "ms": s.total, "synthesis_ms": s.synthesis, "prover_ms": s.prover}));
         })

@@ -114,18 +114,24 @@ fn proved(engine: &Engine) -> u64 {
     engine.status().jobs.partitions_proved
 }
 
+/// An engine configuration to measure.
+pub struct Mode {
+    pub name: String,
+    /// The settings that make it differ from the engine's defaults, for the report.
+    pub settings: String,
+    pub config: EngineConfig,
+}
+
 /// Runs one mode; `log` gets a line per critical job.
 pub fn run_mode(
-    mode: &str,
-    settings: &str,
-    config: EngineConfig,
+    m: Mode,
     backends: &[Arc<dyn ProverBackend>],
-    critical: &[Workload],
-    bulk: &[Workload],
+    (critical, bulk): (&[Workload], &[Workload]),
     plan: Plan,
     log: &mut dyn FnMut(&str, &str, &str, usize, Sample),
 ) -> Result<ModeReport> {
-    let engine = Engine::start(config, backends.to_vec()).context("starting kiln's engine")?;
+    let mode = m.name.as_str();
+    let engine = Engine::start(m.config, backends.to_vec()).context("starting kiln's engine")?;
     // Warm-up (not counted): parameters generated or loaded and made hot,
     // circuits compiled, parameters uploaded to the GPU, for every kind.
     for w in critical.iter().chain(bulk) {
@@ -189,5 +195,5 @@ pub fn run_mode(
             loaded_prover_ms: median(&figures(l, |s| s.prover)),
         })
         .collect();
-    Ok(ModeReport { mode: mode.into(), settings: settings.into(), critical: reports, bulk_alone_per_s, bulk_per_cpu_s, bulk_with_critical_per_s })
+    Ok(ModeReport { mode: m.name, settings: m.settings, critical: reports, bulk_alone_per_s, bulk_per_cpu_s, bulk_with_critical_per_s })
 }
