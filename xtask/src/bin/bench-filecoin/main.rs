@@ -34,6 +34,7 @@ use serde_json::json;
 
 #[path = "../../bench_support.rs"]
 mod bench_support;
+mod cpu_clock;
 mod kiln_side;
 mod peer;
 mod report;
