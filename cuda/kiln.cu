@@ -5,3 +5,4 @@
 #include "ntt.cuh"
 #include "msm.cuh"
 #include "points.cuh"
+#include "setup.cuh"

@@ -1,12 +1,25 @@
-//! Embeds the kernel fatbin that `cargo xtask kernels` builds from `cuda/`.
+//! Builds the CUDA kernels of `cuda/` into a fatbin and embeds it, so a
+//! plain `cargo build` gives a GPU binary wherever nvcc (or NVIDIA's nvcc
+//! wheels from PyPI) can be had, on a machine with or without a GPU.
 //!
-//! The fatbin is looked up at `$KILN_FATBIN`, else `<target>/kernels/kiln.fatbin`.
-//! It is embedded only when it is at least as new as every file in `cuda/`
-//! (a stale fatbin would silently run old kernels); otherwise the crate builds
-//! without kernels and says so at run time. nvcc is never run here, so a
-//! workspace build stays fast and works on machines without a CUDA toolkit.
+//! Which fatbin is embedded, first that applies:
+//! 1. `$KILN_FATBIN`, when it is at least as new as `cuda/`;
+//! 2. `<target>/kernels/kiln.fatbin` from `cargo xtask kernels`, when at
+//!    least as new as `cuda/`;
+//! 3. unless `KILN_KERNELS=off`: `<target>/kernels-cache/kiln-<key>.fatbin`,
+//!    compiled here when missing (`<key>` names the sources and flags, so
+//!    debug and release builds share one compile), with nvcc from
+//!    `$KILN_NVCC`, `$CUDA_HOME`, PATH or the wheels in `<target>/nvcc`
+//!    (installed on first need: `python3 -m pip`, about 300 MB).
+//!
+//! Without any, the crate builds without kernels and says why in a cargo
+//! warning (the binary then proves on the CPU only, and `kiln --version`
+//! says so); `KILN_KERNELS=require` makes that a build error instead.
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
+
+#[path = "build/nvcc.rs"]
+mod nvcc;
 
 fn newest_source(dir: &Path) -> Option<SystemTime> {
     let mut newest = None;
@@ -18,47 +31,98 @@ fn newest_source(dir: &Path) -> Option<SystemTime> {
     newest
 }
 
+fn up_to_date(fatbin: &Path, newest_source: Option<SystemTime>) -> bool {
+    let built = std::fs::metadata(fatbin).and_then(|m| m.modified()).ok();
+    matches!((built, newest_source), (Some(b), Some(s)) if b >= s)
+}
+
+fn embed(fatbin: &Path) {
+    println!("cargo:rustc-cfg=kiln_kernels");
+    println!("cargo:rustc-env=KILN_FATBIN_PATH={}", fatbin.display());
+}
+
 fn main() {
-    println!("cargo:rerun-if-env-changed=KILN_FATBIN");
+    for var in ["KILN_FATBIN", "KILN_KERNELS", "KILN_NVCC", "CUDA_HOME"] {
+        println!("cargo:rerun-if-env-changed={var}");
+    }
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
     let root = manifest.parent().and_then(Path::parent).unwrap().to_path_buf();
     let cuda = root.join("cuda");
     println!("cargo:rerun-if-changed={}", cuda.display());
-    let fatbin = match std::env::var_os("KILN_FATBIN") {
-        Some(p) => PathBuf::from(p),
-        None => {
-            let target = std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| root.join("target"));
-            let target = if target.is_absolute() { target } else { root.join(target) };
-            target.join("kernels").join("kiln.fatbin")
+    let newest = newest_source(&cuda);
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"));
+    let target = if target.is_absolute() { target } else { root.join(target) };
+
+    if let Some(explicit) = std::env::var_os("KILN_FATBIN").map(PathBuf::from) {
+        // A missing watched file counts as changed for cargo (a rebuild of
+        // everything above kiln-gpu on every build): watch it only if it exists.
+        if explicit.exists() {
+            println!("cargo:rerun-if-changed={}", explicit.display());
         }
-    };
-    // A missing watched file counts as changed for cargo, which would then
-    // rebuild kiln-gpu and all its dependents on every build of a checkout
-    // without kernels. So: an explicit $KILN_FATBIN is watched only if it
-    // exists; the default one through its folder target/kernels (created
-    // here, so xtask's write into it triggers a rebuild).
-    if std::env::var_os("KILN_FATBIN").is_some() {
-        if fatbin.exists() {
-            println!("cargo:rerun-if-changed={}", fatbin.display());
+        if up_to_date(&explicit, newest) {
+            return embed(&explicit);
         }
-    } else if let Some(dir) = fatbin.parent() {
+        println!("cargo:warning=kiln-gpu: KILN_FATBIN={} is missing or older than cuda/; building without kernels", explicit.display());
+        return;
+    }
+
+    // `cargo xtask kernels` writes here; its folder is watched (created
+    // here), so that write triggers a rebuild.
+    let from_xtask = target.join("kernels").join("kiln.fatbin");
+    if let Some(dir) = from_xtask.parent() {
         if std::fs::create_dir_all(dir).is_ok() {
             println!("cargo:rerun-if-changed={}", dir.display());
         }
     }
-    let newest = newest_source(&cuda);
-    let built = std::fs::metadata(&fatbin).and_then(|m| m.modified()).ok();
-    match (built, newest) {
-        (Some(b), Some(s)) if b >= s => {
-            println!("cargo:rustc-cfg=kiln_kernels");
-            println!("cargo:rustc-env=KILN_FATBIN_PATH={}", fatbin.display());
-        }
-        (Some(_), _) => println!(
-            "cargo:warning=kiln-gpu: {} is older than cuda/; building without kernels (run `cargo xtask kernels`)",
-            fatbin.display()
-        ),
-        (None, _) => {}
+    if up_to_date(&from_xtask, newest) {
+        return embed(&from_xtask);
     }
+
+    let mode = std::env::var("KILN_KERNELS").unwrap_or_default();
+    let why_not = match mode.as_str() {
+        "off" => "KILN_KERNELS=off".to_string(),
+        "" | "auto" | "require" => match build_cached(&cuda, &target) {
+            Ok(fatbin) => return embed(&fatbin),
+            Err(e) => e,
+        },
+        other => panic!("KILN_KERNELS={other:?}: expected auto (the default), require or off"),
+    };
+    if mode == "require" {
+        panic!("KILN_KERNELS=require but the CUDA kernels cannot be built: {why_not}");
+    }
+    for line in format!(
+        "kiln-gpu: building WITHOUT CUDA kernels ({why_not}). This kiln proves on the CPU only. \
+         To build them install the CUDA toolkit (or python3 with pip, for NVIDIA's nvcc wheels), \
+         set KILN_NVCC or CUDA_HOME if nvcc is not on PATH, and build again; KILN_KERNELS=require makes this an error."
+    )
+    .lines()
+    {
+        println!("cargo:warning={line}");
+    }
+}
+
+/// The cached fatbin of these sources, compiled first when missing.
+fn build_cached(cuda: &Path, target: &Path) -> Result<PathBuf, String> {
+    let cache = target.join("kernels-cache");
+    let fatbin = cache.join(format!("kiln-{}.fatbin", nvcc::source_key(cuda)));
+    if fatbin.exists() {
+        return Ok(fatbin);
+    }
+    std::fs::create_dir_all(&cache).map_err(|e| format!("creating {}: {e}", cache.display()))?;
+    let nvcc_path = nvcc::find_nvcc(None, target, true)?;
+    let started = Instant::now();
+    nvcc::compile(&nvcc_path, cuda, &fatbin, &[])?;
+    // Only the current sources' fatbin is worth keeping.
+    for old in std::fs::read_dir(&cache).into_iter().flatten().flatten().map(|e| e.path()) {
+        if old != fatbin && old.extension().is_some_and(|e| e == "fatbin") {
+            let _ = std::fs::remove_file(old);
+        }
+    }
+    println!(
+        "cargo:warning=kiln-gpu: compiled the CUDA kernels with {} in {:.0} s (cached as {})",
+        nvcc_path.display(),
+        started.elapsed().as_secs_f64(),
+        fatbin.display()
+    );
+    Ok(fatbin)
 }

@@ -66,7 +66,7 @@ fn payloads() -> &'static [Payload] {
     P.get_or_init(|| seal(2048))
 }
 
-fn payload(kind: PayloadKind) -> Payload {
+pub(crate) fn payload(kind: PayloadKind) -> Payload {
     payloads().iter().find(|p| p.proof_kind == kind).unwrap().clone()
 }
 

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use bellperson::groth16::{prepare_verifying_key, verify_proof, Proof};
-use hyper_util::rt::TokioIo;
 use kiln_daemon::config::{self, Sources};
 use kiln_daemon::serve::{self, Bound, Running};
 use kiln_groth16::ParamsFile;
@@ -19,7 +18,7 @@ use kiln_proto::v1::{Priority, ProofKind, SubmitProofRequest};
 use kiln_proto::ProvingEngineClient;
 use kiln_synth::workload::{SyntheticCircuit, WorkloadKind};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::transport::Channel;
 
 /// The synthetic workload the tests prove.
 pub const KIND: WorkloadKind = WorkloadKind::FilecoinLike;
@@ -78,7 +77,7 @@ pub async fn start(transport: Transport, settings: &[(&str, &str)]) -> Daemon {
     let mut flags: Vec<(String, String)> = vec![
         ("listen".into(), listen),
         ("status_listen".into(), "127.0.0.1:0".into()),
-        ("params_dir".into(), params_dir().display().to_string()),
+        ("synthetic_params_dir".into(), params_dir().display().to_string()),
         ("shutdown_grace_secs".into(), "0".into()),
         ("backend".into(), backend()),
         ("engine.memory_budget_bytes".into(), "256MiB".into()),
@@ -88,8 +87,10 @@ pub async fn start(transport: Transport, settings: &[(&str, &str)]) -> Daemon {
         ("engine.counter_log_interval_ms".into(), "200".into()),
     ];
     flags.extend(settings.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    // Only the layers under test: no file, no process environment.
-    let cfg = config::resolve(&Sources { file: None, env: Vec::new(), flags }).expect("valid test configuration");
+    // Only the layers under test: no file, no process environment but the
+    // Filecoin parameter cache this process already uses.
+    let env = vec![("FIL_PROOFS_PARAMETER_CACHE".to_string(), crate::filecoin::fil_params_dir().display().to_string())];
+    let cfg = config::resolve(&Sources { file: None, env, flags }).expect("valid test configuration");
     let running = serve::start(cfg).await.expect("daemon starts");
     Daemon { running: Some(running), _dir: dir }
 }
@@ -155,26 +156,9 @@ pub fn is_idle(st: &serde_json::Value) -> bool {
         && e["budget"]["waiting_reservations"] == 0
 }
 
-/// Connects a tonic client over a UNIX socket or TCP.
+/// Connects a tonic client over a UNIX socket or TCP (`kiln`'s own client connection).
 pub async fn connect(bound: &Bound) -> Result<ProvingEngineClient<Channel>> {
-    Ok(ProvingEngineClient::new(channel(bound).await?).max_decoding_message_size(64 << 20))
-}
-
-/// A gRPC channel to the daemon over a UNIX socket or TCP.
-pub async fn channel(bound: &Bound) -> Result<Channel> {
-    Ok(match bound {
-        Bound::Tcp(addr) => Endpoint::from_shared(format!("http://{addr}"))?.connect().await?,
-        Bound::Unix(path) => {
-            let path = path.clone();
-            // The URI is required by the API but unused: the connector dials the socket.
-            Endpoint::from_static("http://kiln.invalid")
-                .connect_with_connector(tower::service_fn(move |_: Uri| {
-                    let path = path.clone();
-                    async move { Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(path).await?)) }
-                }))
-                .await?
-        }
-    })
+    kiln_daemon::client::connect(&bound.to_string()).await
 }
 
 /// A minimal HTTP/1.1 GET (one request per connection).

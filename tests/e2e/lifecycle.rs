@@ -103,3 +103,28 @@ async fn shutdown_grace_lets_running_jobs_finish() {
     assert_eq!(r.status(), Status::Completed, "{}", r.error_message);
     verify(&req, &r.proof).unwrap();
 }
+
+/// `socket_mode` and `socket_group`: the socket Curio's user opens (through
+/// a shared group) gets them before it is reachable, and serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn socket_group_and_mode_settings() {
+    use std::os::unix::fs::MetadataExt;
+    let _serial = SERIAL.lock().await;
+    // The daemon's own group, by number (any group would do for root, but
+    // a non-root user may only give its files to its own groups).
+    let gid = own_group();
+    let d = start(Transport::Unix, &[("socket_mode", "0660"), ("socket_group", &gid.to_string())]).await;
+    let kiln_daemon::serve::Bound::Unix(sock) = d.grpc().clone() else { unreachable!() };
+    assert_eq!(crate::harness::mode_of(&sock), 0o660);
+    assert_eq!(std::fs::metadata(&sock).unwrap().gid(), gid);
+    let mut c = d.client().await;
+    c.get_status(GetStatusRequest {}).await.unwrap();
+    d.stop().await;
+}
+
+/// The group of files this process creates (its effective group id).
+fn own_group() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    let f = tempfile::NamedTempFile::new().unwrap();
+    f.as_file().metadata().unwrap().gid()
+}

@@ -3,12 +3,14 @@
 //! they measure ordering and memory, which other tests' load would blur on a
 //! 2-core machine.
 
+mod client;
 mod filecoin;
 mod harness;
 mod jobs;
 mod lifecycle;
 mod malformed;
 mod observe;
+mod python;
 
 /// Held by every test that runs proofs.
 pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

@@ -130,7 +130,7 @@ async fn malformed_requests_get_clear_errors_while_other_jobs_complete() {
     assert_eq!(e.code(), Code::InvalidArgument);
 
     // Bytes that are no protobuf at all.
-    let mut raw = tonic::client::Grpc::new(crate::harness::channel(d.grpc()).await.unwrap());
+    let mut raw = tonic::client::Grpc::new(kiln_daemon::client::channel(&d.grpc().to_string()).await.unwrap());
     raw.ready().await.unwrap();
     let path = tonic::codegen::http::uri::PathAndQuery::from_static("/cuzk.v1.ProvingEngine/SubmitProof");
     let e = raw.unary(tonic::Request::new(vec![0xff; 64]), path, RawCodec).await.unwrap_err();

@@ -2,7 +2,11 @@
 //! Filecoin proof kind, made on the CPU with filecoin-proofs (seal a sector
 //! of random data, C1, SnapDeals and PoSt vanilla proofs), written as
 //! request payloads (cuzk.v1 SubmitProofRequest fields, bytes in base64) for
-//! tests, demos and benchmarks. `--params` also makes sure the four
+//! tests, demos and benchmarks. Production sizes (`--sector-size 32GiB`,
+//! `64GiB`), and test sizes with `--sparse`, are made sparse instead
+//! (kiln_filecoin::sparse: a CC sector materialized only where the proofs
+//! look; seconds, not a seal) and checked with filecoin-proofs' vanilla
+//! verifiers before the command says done. `--params` also makes sure the four
 //! parameter sets exist in FIL_PROOFS_PARAMETER_CACHE (generated with
 //! kiln's generator for test sizes). `--ni-porep` also seals a second
 //! sector for non-interactive PoRep and writes its C2 payload
@@ -15,14 +19,17 @@ use std::time::Instant;
 use anyhow::{anyhow, Result};
 use kiln_filecoin::payload::PayloadKind;
 use kiln_filecoin::registered::{parse_sector_size, post_proof, sector_size_name, seal_proof, update_proof};
-use kiln_filecoin::{porep, post, snap, vanilla};
+use kiln_filecoin::{porep, post, snap, sparse, vanilla};
 use rand::SeedableRng;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Sector size: 2KiB, 8MiB or 512MiB (the test sizes).
+    /// Sector size: 2KiB, 8MiB, 512MiB (test sizes: sealed unless --sparse) or 32GiB, 64GiB (always sparse).
     #[arg(long, default_value = "2KiB")]
     sector_size: String,
+    /// Make a test size's inputs sparse too (no sealing; what production sizes always get).
+    #[arg(long)]
+    sparse: bool,
     /// Where the payloads go (default: target/filecoin-inputs/<size>).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -39,15 +46,27 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     let size = parse_sector_size(&args.sector_size).map_err(|e| anyhow!(e))?;
-    if !kiln_filecoin::registered::is_test_sector_size(size) {
-        return Err(anyhow!("gen-vanilla seals test sector sizes (2KiB, 8MiB, 512MiB), not {}", sector_size_name(size)));
+    let name = sector_size_name(size);
+    if kiln_filecoin::current_seal_proof(size).is_none() {
+        return Err(anyhow!("no registered proofs for {name}: the sector sizes are 2KiB, 8MiB, 512MiB, 32GiB and 64GiB"));
     }
-    let out = args.out.unwrap_or_else(|| crate::workspace_root().join("target/filecoin-inputs").join(sector_size_name(size)));
+    let sparse = args.sparse || !kiln_filecoin::registered::is_test_sector_size(size);
+    if sparse && args.ni_porep {
+        return Err(anyhow!("--ni-porep needs a sealed sector (non-interactive challenges are drawn from comm_r): a test size without --sparse"));
+    }
+    let out = args.out.unwrap_or_else(|| crate::workspace_root().join("target/filecoin-inputs").join(&name));
     let seed = args.seed.unwrap_or_else(rand::random);
     let started = Instant::now();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let mut files = vanilla::generate_to_dir(size, &out, &mut rng).map_err(|e| anyhow!(e))?;
-    println!("sealed a {} sector (seed {seed}) and made its C1 and vanilla proofs in {:.2?}:", sector_size_name(size), started.elapsed());
+    let mut files = if sparse {
+        let files = sparse::generate_to_dir(size, &out, &mut rng).map_err(|e| anyhow!(e))?;
+        println!("made a sparse {name} CC sector (seed {seed}) and its C1 and vanilla proofs in {:.2?}:", started.elapsed());
+        files
+    } else {
+        let files = vanilla::generate_to_dir(size, &out, &mut rng).map_err(|e| anyhow!(e))?;
+        println!("sealed a {name} sector (seed {seed}) and made its C1 and vanilla proofs in {:.2?}:", started.elapsed());
+        files
+    };
     if args.ni_porep {
         let t = Instant::now();
         files.push(vanilla::generate_ni_porep_to_dir(size, &out, &mut rng).map_err(|e| anyhow!(e))?);
@@ -56,7 +75,13 @@ pub fn run(args: Args) -> Result<()> {
     for f in &files {
         let p = vanilla::read_payload(f).map_err(|e| anyhow!(e))?;
         let bytes = p.vanilla_proof.len() + p.vanilla_proofs.iter().map(Vec::len).sum::<usize>();
-        println!("  {} ({:?}, registered proof {}, {bytes} bytes of vanilla proofs)", f.display(), p.proof_kind, p.registered_proof);
+        let file_bytes = std::fs::metadata(f).map(|m| m.len()).unwrap_or(0);
+        println!("  {} ({:?}, registered proof {}, {bytes} bytes of vanilla proofs, file {file_bytes} bytes)", f.display(), p.proof_kind, p.registered_proof);
+        if sparse {
+            let t = Instant::now();
+            sparse::check_vanilla(&p).map_err(|e| anyhow!("{}: {e}", f.display()))?;
+            println!("    accepted by filecoin-proofs' vanilla verifiers ({:.2?})", t.elapsed());
+        }
         if args.params {
             let set = match p.proof_kind {
                 // The C1 output names its registered proof; the payload's number is the same one.

@@ -1,22 +1,20 @@
 //! `cargo xtask kernels`: compile cuda/kiln.cu into target/kernels/kiln.fatbin
-//! (sm_90a machine code + compute_90 PTX), which kiln-gpu's build.rs embeds.
+//! (sm_90a machine code + compute_90 PTX), which kiln-gpu's build.rs embeds
+//! in preference to its own cached build. A plain `cargo build` compiles the
+//! kernels by itself; this command is for a chosen nvcc and for reading
+//! registers and spills (`--verbose`).
 //!
-//! nvcc is taken from `--nvcc`, `$KILN_NVCC`, `$CUDA_HOME/bin/nvcc`, PATH, or
-//! a venv at target/nvcc; when none exists, NVIDIA's nvcc wheels are
-//! installed from PyPI into that venv (no GPU or CUDA install needed).
+//! Finding nvcc (PATH, `$KILN_NVCC`, `$CUDA_HOME`, or NVIDIA's wheels from
+//! PyPI in target/nvcc) and the nvcc flags are kiln-gpu's build code, shared.
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, Result};
 
-/// NVIDIA's wheels that make a working nvcc 13.0 (the H200 driver's CUDA).
-const WHEELS: &[&str] = &[
-    "nvidia-cuda-nvcc==13.0.88",
-    "nvidia-cuda-runtime==13.0.96",
-    "nvidia-cuda-crt==13.0.88",
-    "nvidia-nvvm==13.0.88",
-    "nvidia-cuda-cccl==13.0.*",
-];
+// The build script's cache key (`sources`, `source_key`) is not used here:
+// this command always compiles, into target/kernels.
+#[allow(dead_code)]
+#[path = "../../crates/kiln-gpu/build/nvcc.rs"]
+mod nvcc;
 
 #[derive(clap::Args, Default)]
 pub struct Args {
@@ -28,58 +26,9 @@ pub struct Args {
     verbose: bool,
 }
 
-fn works(nvcc: &Path) -> bool {
-    Command::new(nvcc).arg("--version").output().map(|o| o.status.success()).unwrap_or(false)
-}
-
-/// The toolkit root inside the wheel venv (site-packages/nvidia/cu13).
-fn venv_root(venv: &Path) -> Option<PathBuf> {
-    let lib = venv.join("lib");
-    for e in std::fs::read_dir(&lib).ok()?.flatten() {
-        let root = e.path().join("site-packages/nvidia/cu13");
-        if root.join("bin/nvcc").exists() {
-            return Some(root);
-        }
-    }
-    None
-}
-
-fn install_wheels(venv: &Path) -> Result<PathBuf> {
-    eprintln!("xtask kernels: installing nvcc wheels from PyPI into {}", venv.display());
-    let ok = Command::new("python3").args(["-m", "venv"]).arg(venv).status()?.success();
-    if !ok {
-        bail!("python3 -m venv {} failed", venv.display());
-    }
-    let ok = Command::new(venv.join("bin/pip")).args(["install", "-q"]).args(WHEELS).status()?.success();
-    if !ok {
-        bail!("pip install of the nvcc wheels failed");
-    }
-    venv_root(venv).context("nvcc wheels installed but no nvidia/cu13/bin/nvcc found")
-}
-
+/// nvcc as this command finds it (installing the wheels when nothing else is there).
 pub fn find_nvcc(explicit: Option<PathBuf>, target: &Path) -> Result<PathBuf> {
-    let candidates = [
-        explicit,
-        std::env::var_os("KILN_NVCC").map(PathBuf::from),
-        std::env::var_os("CUDA_HOME").map(|h| PathBuf::from(h).join("bin/nvcc")),
-        Some(PathBuf::from("nvcc")),
-    ];
-    for c in candidates.into_iter().flatten() {
-        if works(&c) {
-            return Ok(c);
-        }
-    }
-    let venv = target.join("nvcc");
-    let root = match venv_root(&venv) {
-        Some(r) => r,
-        None => install_wheels(&venv)?,
-    };
-    // The wheels ship lib/ but nvcc's profile looks in lib64/.
-    let lib64 = root.join("lib64");
-    if !lib64.exists() {
-        std::os::unix::fs::symlink("lib", &lib64).ok();
-    }
-    Ok(root.join("bin/nvcc"))
+    nvcc::find_nvcc(explicit, target, true).map_err(|e| anyhow!(e))
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -89,19 +38,9 @@ pub fn run(args: Args) -> Result<()> {
     let out_dir = target.join("kernels");
     std::fs::create_dir_all(&out_dir)?;
     let out = out_dir.join("kiln.fatbin");
-    let tmp = out_dir.join("kiln.fatbin.tmp");
-    let mut cmd = Command::new(&nvcc);
-    cmd.args(["-fatbin", "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-gencode=arch=compute_90,code=compute_90"]);
-    if args.verbose {
-        cmd.arg("--ptxas-options=-v");
-    }
-    cmd.arg("-o").arg(&tmp).arg(root.join("cuda/kiln.cu"));
-    eprintln!("xtask kernels: {:?}", cmd);
-    if !cmd.status().with_context(|| format!("running {}", nvcc.display()))?.success() {
-        bail!("nvcc failed");
-    }
-    // Renamed only when complete, so build.rs never embeds a partial file.
-    std::fs::rename(&tmp, &out)?;
+    let extra: &[&str] = if args.verbose { &["--ptxas-options=-v"] } else { &[] };
+    eprintln!("xtask kernels: {} -> {}", nvcc.display(), out.display());
+    nvcc::compile(&nvcc, &root.join("cuda"), &out, extra).map_err(|e| anyhow!(e))?;
     eprintln!("xtask kernels: wrote {} ({} bytes)", out.display(), std::fs::metadata(&out)?.len());
     Ok(())
 }

@@ -4,6 +4,7 @@
 //! - `cargo xtask bench cpu`      kiln's CPU prover against bellperson's on the same circuits
 //! - `cargo xtask bench kernels`  GPU kernel timings next to their floors (needs a GPU)
 //! - `cargo xtask gen-vanilla --sector-size 2KiB`  real Filecoin inputs of every kind (seal, C1, vanilla proofs) as request payloads
+//!   (`--sector-size 32GiB` / `64GiB`, or `--sparse`: valid inputs from a sparse CC sector, no sealing)
 //! - `cargo xtask soak`           drive a kiln daemon with a workload file for `--duration`; steady-state report + plots
 //! - `cargo xtask bench groth16 --peer supraseal`  kiln's GPU prover against SupraSeal C2, same run
 //!   (`--build-only` puts the binaries for a GPU machine without Rust in `.gpu-peer/`)
@@ -38,7 +39,7 @@ enum Cmd {
         #[command(subcommand)]
         suite: BenchSuite,
     },
-    /// Seal a test-size sector on the CPU and write real payloads of every Filecoin proof kind.
+    /// Write valid payloads of every Filecoin proof kind: a sealed test-size sector, or a sparse CC sector (32/64 GiB, --sparse).
     GenVanilla(gen_vanilla::Args),
     /// Drive a kiln daemon with a workload for a long time; report steady-state figures and plots.
     Soak(soak::Args),

@@ -13,45 +13,9 @@ use anyhow::{bail, Context, Result};
 use kiln_pipeline::EngineConfig;
 use serde::{Deserialize, Serialize};
 
-/// Where the gRPC server listens.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Listen {
-    /// A UNIX socket at this path (mode 0600; a stale socket is replaced).
-    Unix(PathBuf),
-    /// A TCP address, `HOST:PORT` (port 0 picks a free port).
-    Tcp(String),
-}
+mod listen;
 
-impl Listen {
-    /// Parses `unix:PATH`, `unix://PATH` (Curio writes `unix:///run/curio/cuzk.sock`),
-    /// `tcp:HOST:PORT` or `tcp://HOST:PORT`.
-    pub fn parse(s: &str) -> Result<Listen> {
-        if let Some(rest) = s.strip_prefix("unix:") {
-            let path = rest.strip_prefix("//").unwrap_or(rest);
-            if path.is_empty() {
-                bail!("listen address {s:?} has no socket path (expected unix:/path/to/kiln.sock)");
-            }
-            return Ok(Listen::Unix(PathBuf::from(path)));
-        }
-        if let Some(rest) = s.strip_prefix("tcp:") {
-            let addr = rest.strip_prefix("//").unwrap_or(rest);
-            if !addr.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()) {
-                bail!("listen address {s:?} is not tcp:HOST:PORT (e.g. tcp:127.0.0.1:9820)");
-            }
-            return Ok(Listen::Tcp(addr.to_string()));
-        }
-        bail!("listen address {s:?} must start with unix: or tcp: (e.g. unix:/run/kiln/kiln.sock, tcp:127.0.0.1:9820)")
-    }
-}
-
-impl std::fmt::Display for Listen {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Listen::Unix(p) => write!(f, "unix:{}", p.display()),
-            Listen::Tcp(a) => write!(f, "tcp:{a}"),
-        }
-    }
-}
+pub use listen::{default_socket_candidates, default_socket_path, Listen, SocketAccess};
 
 /// The resolved configuration of `kiln serve`.
 #[derive(Clone, Debug)]
@@ -63,8 +27,22 @@ pub struct DaemonConfig {
     /// On SIGTERM/SIGINT: how long running jobs may take to finish before
     /// they are cancelled.
     pub shutdown_grace_secs: u64,
-    /// Where parameters of the built-in synthetic workload are cached.
-    pub params_dir: PathBuf,
+    /// Who may open the UNIX socket (mode, group).
+    pub socket: SocketAccess,
+    /// Where parameters of the built-in synthetic workload are cached
+    /// (generated on first use). Formerly `params_dir`.
+    pub synthetic_params_dir: PathBuf,
+    /// filecoin-proofs' parameter cache, where the Filecoin kinds' `.params`
+    /// / `.vk` files live: `FIL_PROOFS_PARAMETER_CACHE` when set (the
+    /// environment filecoin-proofs, Lotus and Curio read), else the
+    /// `filecoin_params_dir` setting.
+    pub filecoin_params_dir: PathBuf,
+    /// Where [`filecoin_params_dir`](Self::filecoin_params_dir) came from.
+    pub filecoin_params_dir_source: ParamsDirSource,
+    /// Log filter (`tracing` syntax) when neither `KILN_LOG` nor `RUST_LOG` is set.
+    pub log_level: String,
+    /// Log lines as human-readable text or one JSON object per line.
+    pub log_format: LogFormat,
     /// Prover backend: `auto`, `cpu` or `gpu`.
     pub backend: String,
     /// GPU workers per device (each with its own copy stream and compute
@@ -85,7 +63,50 @@ pub struct DaemonConfig {
     pub max_message_bytes: usize,
     /// The engine's knobs (kiln-pipeline's `EngineConfig`).
     pub engine: EngineConfig,
+    /// Things worth a warning in the log (deprecated names, overridden
+    /// settings), said once logging is up.
+    pub warnings: Vec<String>,
 }
+
+/// Where the Filecoin parameter directory came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamsDirSource {
+    /// `FIL_PROOFS_PARAMETER_CACHE` in the environment.
+    Environment,
+    /// The `filecoin_params_dir` setting (or its default).
+    Setting,
+}
+
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+impl LogFormat {
+    fn parse(s: &str) -> Result<LogFormat> {
+        match s.trim() {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            other => bail!("log_format must be \"text\" or \"json\", not {other:?}"),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            LogFormat::Text => "text",
+            LogFormat::Json => "json",
+        }
+    }
+}
+
+/// filecoin-proofs' parameter cache variable, which wins over the setting.
+pub const FIL_PARAMS_ENV: &str = "FIL_PROOFS_PARAMETER_CACHE";
+/// filecoin-proofs' default parameter cache.
+pub const DEFAULT_FILECOIN_PARAMS_DIR: &str = "/var/tmp/filecoin-proof-parameters";
+/// The old name of `synthetic_params_dir`, still accepted.
+const DEPRECATED_PARAMS_DIR: &str = "params_dir";
 
 /// The merged layers, before defaults that need the filesystem.
 #[derive(Debug, Deserialize, Serialize)]
@@ -94,7 +115,12 @@ struct Raw {
     listen: Option<String>,
     status_listen: String,
     shutdown_grace_secs: u64,
-    params_dir: Option<PathBuf>,
+    socket_mode: String,
+    socket_group: String,
+    synthetic_params_dir: Option<PathBuf>,
+    filecoin_params_dir: Option<PathBuf>,
+    log_level: String,
+    log_format: String,
     backend: String,
     gpu_workers_per_device: usize,
     gpu_devices: String,
@@ -111,7 +137,12 @@ impl Default for Raw {
             listen: None,
             status_listen: DEFAULT_STATUS_LISTEN.into(),
             shutdown_grace_secs: 30,
-            params_dir: None,
+            socket_mode: "0600".into(),
+            socket_group: String::new(),
+            synthetic_params_dir: None,
+            filecoin_params_dir: None,
+            log_level: "info".into(),
+            log_format: "text".into(),
             backend: "auto".into(),
             gpu_workers_per_device: 2,
             gpu_devices: "all".into(),
@@ -154,7 +185,12 @@ const TOP_LEVEL: &[(&str, bool)] = &[
     ("listen", true),
     ("status_listen", true),
     ("shutdown_grace_secs", false),
-    ("params_dir", true),
+    ("socket_mode", true),
+    ("socket_group", true),
+    ("synthetic_params_dir", true),
+    ("filecoin_params_dir", true),
+    ("log_level", true),
+    ("log_format", true),
     ("backend", true),
     ("gpu_workers_per_device", false),
     ("gpu_devices", true),
@@ -189,16 +225,24 @@ impl Sources {
 /// Merges the layers (flags > env > file > defaults) and validates the result.
 pub fn resolve(src: &Sources) -> Result<DaemonConfig> {
     let mut table = toml::Table::new();
+    let mut warnings = Vec::new();
     if let Some((path, text)) = &src.file {
         table = toml::from_str(text).with_context(|| format!("parsing config file {}", path.display()))?;
+        if let Some(value) = table.remove(DEPRECATED_PARAMS_DIR) {
+            if table.contains_key("synthetic_params_dir") {
+                bail!("config file {} sets both synthetic_params_dir and its old name params_dir", path.display());
+            }
+            warnings.push(deprecated_params_dir(&format!("config file {}", path.display())));
+            table.insert("synthetic_params_dir".into(), value);
+        }
     }
     for (var, value) in &src.env {
         if let Some(key) = env_key(var) {
-            set(&mut table, &key, value, &format!("environment variable {var}"))?;
+            set(&mut table, &key, value, &format!("environment variable {var}"), &mut warnings)?;
         }
     }
     for (key, value) in &src.flags {
-        set(&mut table, key, value, &format!("flag setting {key}"))?;
+        set(&mut table, key, value, &format!("flag setting {key}"), &mut warnings)?;
     }
     normalize_sizes(&mut table)?;
     let raw: Raw = toml::Value::Table(table).try_into().context("invalid configuration")?;
@@ -227,11 +271,33 @@ pub fn resolve(src: &Sources) -> Result<DaemonConfig> {
     if raw.max_message_bytes < 4096 {
         bail!("max_message_bytes must be at least 4096, not {}", raw.max_message_bytes);
     }
+    let socket = SocketAccess::parse(&raw.socket_mode, &raw.socket_group)?;
+    let log_format = LogFormat::parse(&raw.log_format)?;
+    tracing_subscriber::EnvFilter::try_new(&raw.log_level).with_context(|| format!("log_level {:?} is not a log filter (e.g. info, kiln_pipeline=debug)", raw.log_level))?;
+    let fil_env = src.env.iter().find(|(k, v)| k == FIL_PARAMS_ENV && !v.is_empty()).map(|(_, v)| PathBuf::from(v));
+    let (filecoin_params_dir, filecoin_params_dir_source) = match (fil_env, raw.filecoin_params_dir) {
+        (Some(env), configured) => {
+            if let Some(c) = configured.filter(|c| *c != env) {
+                warnings.push(format!(
+                    "{FIL_PARAMS_ENV}={} overrides filecoin_params_dir = {} (the environment wins, as it does for filecoin-proofs, Lotus and Curio)",
+                    env.display(),
+                    c.display()
+                ));
+            }
+            (env, ParamsDirSource::Environment)
+        }
+        (None, configured) => (configured.unwrap_or_else(|| DEFAULT_FILECOIN_PARAMS_DIR.into()), ParamsDirSource::Setting),
+    };
     Ok(DaemonConfig {
         listen,
         status_listen,
         shutdown_grace_secs: raw.shutdown_grace_secs,
-        params_dir: raw.params_dir.unwrap_or_else(default_params_dir),
+        socket,
+        synthetic_params_dir: raw.synthetic_params_dir.unwrap_or_else(default_synthetic_params_dir),
+        filecoin_params_dir,
+        filecoin_params_dir_source,
+        log_level: raw.log_level,
+        log_format,
         backend: raw.backend,
         gpu_workers_per_device: raw.gpu_workers_per_device,
         gpu_devices,
@@ -240,17 +306,37 @@ pub fn resolve(src: &Sources) -> Result<DaemonConfig> {
         max_synthetic_log_size: raw.max_synthetic_log_size,
         max_message_bytes: usize::try_from(raw.max_message_bytes).unwrap_or(usize::MAX),
         engine: raw.engine,
+        warnings,
     })
 }
 
+fn deprecated_params_dir(origin: &str) -> String {
+    format!("{origin}: params_dir is deprecated, it is now called synthetic_params_dir (KILN_SYNTHETIC_PARAMS_DIR, --synthetic-params-dir)")
+}
+
 impl DaemonConfig {
+    /// Puts [`filecoin_params_dir`](Self::filecoin_params_dir) where
+    /// filecoin-proofs reads it (`FIL_PROOFS_PARAMETER_CACHE`, read once per
+    /// process) unless the environment already set it. Call before any
+    /// thread starts: changing the environment races with threads reading it.
+    pub fn export_filecoin_params_dir(&self) {
+        if self.filecoin_params_dir_source == ParamsDirSource::Setting {
+            std::env::set_var(FIL_PARAMS_ENV, &self.filecoin_params_dir);
+        }
+    }
+
     /// The effective configuration as TOML (what `kiln serve --print-config` shows).
     pub fn to_toml(&self) -> String {
         let raw = Raw {
             listen: Some(self.listen.to_string()),
             status_listen: self.status_listen.clone().unwrap_or_else(|| "off".into()),
             shutdown_grace_secs: self.shutdown_grace_secs,
-            params_dir: Some(self.params_dir.clone()),
+            socket_mode: self.socket.mode_text(),
+            socket_group: self.socket.group.as_ref().map(|(name, _)| name.clone()).unwrap_or_default(),
+            synthetic_params_dir: Some(self.synthetic_params_dir.clone()),
+            filecoin_params_dir: Some(self.filecoin_params_dir.clone()),
+            log_level: self.log_level.clone(),
+            log_format: self.log_format.name().into(),
             backend: self.backend.clone(),
             gpu_workers_per_device: self.gpu_workers_per_device,
             gpu_devices: match &self.gpu_devices {
@@ -276,11 +362,17 @@ fn env_key(var: &str) -> Option<String> {
         return Some(format!("engine.{}", engine_key.to_ascii_lowercase()));
     }
     let key = rest.to_ascii_lowercase();
-    TOP_LEVEL.iter().any(|(k, _)| *k == key).then_some(key)
+    (key == DEPRECATED_PARAMS_DIR || TOP_LEVEL.iter().any(|(k, _)| *k == key)).then_some(key)
 }
 
 /// Sets `key` (`name` or `engine.name`) from a string, typed like TOML.
-fn set(table: &mut toml::Table, key: &str, value: &str, origin: &str) -> Result<()> {
+fn set(table: &mut toml::Table, key: &str, value: &str, origin: &str, warnings: &mut Vec<String>) -> Result<()> {
+    let key = if key == DEPRECATED_PARAMS_DIR {
+        warnings.push(deprecated_params_dir(origin));
+        "synthetic_params_dir"
+    } else {
+        key
+    };
     let (section, name) = match key.split_once('.') {
         Some(("engine", name)) => (Some("engine"), name),
         Some(_) => bail!("{origin}: unknown configuration key {key:?} (only engine.* has sub-keys)"),
@@ -347,45 +439,11 @@ pub fn parse_size(s: &str) -> Result<u64> {
     n.checked_mul(1u64 << shift).with_context(|| format!("{s:?} is too large"))
 }
 
-/// The default parameter cache, `~/.cache/kiln/params`: the directory
-/// `kiln demo` uses, so the daemon and the demo share generated parameters.
-pub fn default_params_dir() -> PathBuf {
+/// The default cache of the synthetic workload's parameters,
+/// `~/.cache/kiln/params`: the directory `kiln demo` uses too, so the
+/// daemon and the demo share generated parameters.
+pub fn default_synthetic_params_dir() -> PathBuf {
     dirs::cache_dir().unwrap_or_else(std::env::temp_dir).join("kiln").join("params")
-}
-
-/// The default socket: `$XDG_RUNTIME_DIR/kiln/kiln.sock` when that variable
-/// is set (a user session), else `/run/kiln/kiln.sock` (a system service),
-/// else the first writable of the user's runtime dir, cache dir
-/// (`~/.cache/kiln/kiln.sock`) and the temp dir.
-pub fn default_socket_path() -> PathBuf {
-    let mut dirs_to_try: Vec<PathBuf> = Vec::new();
-    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR").filter(|x| !x.is_empty()) {
-        dirs_to_try.push(PathBuf::from(x).join("kiln"));
-    }
-    dirs_to_try.push(PathBuf::from("/run/kiln"));
-    dirs_to_try.extend(dirs::runtime_dir().map(|d| d.join("kiln")));
-    dirs_to_try.extend(dirs::cache_dir().map(|d| d.join("kiln")));
-    let fallback = std::env::temp_dir().join(format!("kiln-{}", whoami()));
-    dirs_to_try
-        .into_iter()
-        .find(|d| writable_dir(d))
-        .unwrap_or(fallback)
-        .join("kiln.sock")
-}
-
-fn whoami() -> String {
-    std::env::var("USER").unwrap_or_else(|_| "user".into())
-}
-
-/// True if `dir` exists or can be created, and a file can be made in it.
-fn writable_dir(dir: &Path) -> bool {
-    if std::fs::create_dir_all(dir).is_err() {
-        return false;
-    }
-    let probe = dir.join(format!(".kiln-probe-{}", std::process::id()));
-    let ok = std::fs::File::create(&probe).is_ok();
-    let _ = std::fs::remove_file(&probe);
-    ok
 }
 
 #[cfg(test)]
@@ -455,14 +513,57 @@ mod tests {
     }
 
     #[test]
-    fn listen_forms() {
-        assert_eq!(Listen::parse("unix:///run/curio/cuzk.sock").unwrap(), Listen::Unix("/run/curio/cuzk.sock".into()));
-        assert_eq!(Listen::parse("unix:rel.sock").unwrap(), Listen::Unix("rel.sock".into()));
-        assert_eq!(Listen::parse("tcp:localhost:0").unwrap(), Listen::Tcp("localhost:0".into()));
-        assert_eq!(Listen::parse("tcp://[::1]:9820").unwrap(), Listen::Tcp("[::1]:9820".into()));
-        for bad in ["127.0.0.1:80", "tcp:nohost", "tcp::80", "unix:", "http://x"] {
-            assert!(Listen::parse(bad).is_err(), "{bad}");
+    fn params_dir_is_an_accepted_old_name() {
+        let c = resolve(&src(Some("params_dir = \"/a\""), &[], &[])).unwrap();
+        assert_eq!(c.synthetic_params_dir, PathBuf::from("/a"));
+        assert!(c.warnings.iter().any(|w| w.contains("params_dir is deprecated") && w.contains("config file")), "{:?}", c.warnings);
+        let c = resolve(&src(Some("synthetic_params_dir = \"/a\""), &[("KILN_PARAMS_DIR", "/b")], &[])).unwrap();
+        assert_eq!(c.synthetic_params_dir, PathBuf::from("/b"), "the environment's old name beats the file's new one");
+        assert!(c.warnings.iter().any(|w| w.contains("KILN_PARAMS_DIR")), "{:?}", c.warnings);
+        let c = resolve(&src(None, &[("KILN_SYNTHETIC_PARAMS_DIR", "/c")], &[("params_dir", "/d")])).unwrap();
+        assert_eq!(c.synthetic_params_dir, PathBuf::from("/d"));
+        let c = resolve(&src(None, &[("KILN_SYNTHETIC_PARAMS_DIR", "/c")], &[])).unwrap();
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        let both = resolve(&src(Some("params_dir = \"/a\"\nsynthetic_params_dir = \"/b\""), &[], &[])).unwrap_err();
+        assert!(format!("{both:#}").contains("both"), "{both:#}");
+    }
+
+    #[test]
+    fn filecoin_params_dir_setting_and_environment() {
+        let c = resolve(&src(None, &[], &[])).unwrap();
+        assert_eq!((c.filecoin_params_dir.as_path(), c.filecoin_params_dir_source), (Path::new(DEFAULT_FILECOIN_PARAMS_DIR), ParamsDirSource::Setting));
+        let c = resolve(&src(Some("filecoin_params_dir = \"/data/params\""), &[], &[])).unwrap();
+        assert_eq!(c.filecoin_params_dir, PathBuf::from("/data/params"));
+        let c = resolve(&src(Some("filecoin_params_dir = \"/data/params\""), &[(FIL_PARAMS_ENV, "/env/params")], &[])).unwrap();
+        assert_eq!((c.filecoin_params_dir.as_path(), c.filecoin_params_dir_source), (Path::new("/env/params"), ParamsDirSource::Environment));
+        assert!(c.warnings.iter().any(|w| w.contains("overrides filecoin_params_dir")), "{:?}", c.warnings);
+        let c = resolve(&src(None, &[(FIL_PARAMS_ENV, "/env/params")], &[])).unwrap();
+        assert!(c.warnings.is_empty(), "the environment alone is no conflict: {:?}", c.warnings);
+    }
+
+    #[test]
+    fn socket_logging_and_listen_settings() {
+        let c = resolve(&src(Some("socket_mode = \"0660\"\nsocket_group = \"root\"\nlog_format = \"json\""), &[("KILN_LISTEN", "127.0.0.1:9820")], &[])).unwrap();
+        assert_eq!(c.socket, SocketAccess { mode: 0o660, group: Some(("root".into(), 0)) });
+        assert_eq!(c.log_format, LogFormat::Json);
+        assert_eq!(c.listen, Listen::Tcp("127.0.0.1:9820".into()), "cuzk's bare host:port");
+        let again = resolve(&src(Some(&c.to_toml()), &[], &[])).unwrap();
+        assert_eq!((again.socket, again.log_format), (c.socket, c.log_format));
+        for (key, value, words) in [("log_format", "yaml", "log_format"), ("log_level", "kiln=loud", "log_level"), ("socket_mode", "rw", "socket_mode")] {
+            let e = resolve(&src(None, &[], &[(key, value)])).unwrap_err();
+            assert!(format!("{e:#}").contains(words), "{key}={value}: {e:#}");
         }
+    }
+
+    /// contrib/kiln.toml (what contrib/kiln.service reads) is a valid
+    /// configuration; its group is left out (no curio group here).
+    #[test]
+    fn contrib_kiln_toml_is_valid() {
+        let c = resolve(&src(Some(include_str!("../../../contrib/kiln.toml")), &[], &[("socket_group", "")])).unwrap();
+        assert_eq!(c.listen, Listen::Unix("/run/kiln/kiln.sock".into()));
+        assert_eq!(c.socket.mode, 0o660);
+        assert_eq!(c.filecoin_params_dir, PathBuf::from(DEFAULT_FILECOIN_PARAMS_DIR));
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
     }
 
     /// docs/CONFIG.md must name every knob, the engine's included (which
@@ -484,6 +585,8 @@ mod tests {
         let again = resolve(&src(Some(&c.to_toml()), &[], &[])).unwrap();
         assert_eq!(again.listen, c.listen);
         assert_eq!(again.engine, c.engine);
-        assert_eq!(again.params_dir, c.params_dir);
+        assert_eq!(again.synthetic_params_dir, c.synthetic_params_dir);
+        assert_eq!(again.socket, c.socket);
+        assert_eq!(again.filecoin_params_dir, c.filecoin_params_dir);
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use kiln_groth16::{finish, prove_start, setup, CpuBackend, GpuBackend, GpuContext, ParamsFile, ProverBackend, Randomness};
+use kiln_groth16::{finish, prove_start, setup, ParamsFile, Randomness};
 use kiln_synth::workload::{SyntheticCircuit, WorkloadKind};
 use kiln_synth::{synthesize, AssignmentBuffers};
 use rand::SeedableRng;
@@ -28,37 +28,23 @@ pub struct DemoArgs {
     /// Backend: auto (GPU if present), cpu or gpu.
     #[arg(long, default_value = "auto")]
     pub backend: String,
-    /// Where generated parameters are cached (default: the user's cache dir).
-    #[arg(long, env = "KILN_PARAMS_DIR")]
-    pub params_dir: Option<PathBuf>,
+    /// Where generated parameters are cached [default: ~/.cache/kiln/params].
+    #[arg(long, alias = "params-dir", env = "KILN_SYNTHETIC_PARAMS_DIR")]
+    pub synthetic_params_dir: Option<PathBuf>,
 }
 
-fn default_params_dir() -> PathBuf {
-    dirs::cache_dir().unwrap_or_else(std::env::temp_dir).join("kiln").join("params")
-}
-
-/// Chooses the backend and says why.
-fn pick_backend(choice: &str) -> Result<(Box<dyn ProverBackend>, String)> {
-    let cpu = || -> (Box<dyn ProverBackend>, String) {
-        (Box::new(CpuBackend), format!("cpu ({} threads)", rayon::current_num_threads()))
-    };
-    let gpu = || -> Result<(Box<dyn ProverBackend>, String), String> {
-        if kiln_gpu::GpuDevice::count() == 0 {
-            return Err("no GPU found".into());
+/// The parameter cache: the flag or KILN_SYNTHETIC_PARAMS_DIR, else the
+/// old KILN_PARAMS_DIR (with a warning), else the default.
+fn params_dir(args: &DemoArgs) -> PathBuf {
+    if let Some(dir) = &args.synthetic_params_dir {
+        return dir.clone();
+    }
+    match std::env::var_os("KILN_PARAMS_DIR").filter(|v| !v.is_empty()) {
+        Some(old) => {
+            eprintln!("kiln demo: KILN_PARAMS_DIR is deprecated, it is now called KILN_SYNTHETIC_PARAMS_DIR");
+            PathBuf::from(old)
         }
-        let ctx = GpuContext::open(0).map_err(|e| e.to_string())?;
-        let info = ctx.device().info().clone();
-        let b = GpuBackend::new(&ctx, 0).map_err(|e| e.to_string())?;
-        Ok((Box::new(b), format!("gpu {} ({}, {} SMs)", info.ordinal, info.name, info.sm_count)))
-    };
-    match choice {
-        "cpu" => Ok(cpu()),
-        "gpu" => gpu().map_err(|e| anyhow::anyhow!("--backend gpu: {e}")),
-        "auto" => Ok(gpu().unwrap_or_else(|why| {
-            let (b, name) = cpu();
-            (b, format!("{name}; {why}"))
-        })),
-        other => bail!("unknown backend {other:?} (expected auto, cpu or gpu)"),
+        None => crate::config::default_synthetic_params_dir(),
     }
 }
 
@@ -66,7 +52,9 @@ pub fn run(args: DemoArgs) -> Result<()> {
     if !(1..=24).contains(&args.log_size) {
         bail!("--log-size must be between 1 and 24");
     }
-    let (backend, why) = pick_backend(&args.backend)?;
+    // One worker on the first usable GPU, else the CPU; `why` says which and why.
+    let chosen = crate::backends::choose(&args.backend, 1, None, crate::backends::GpuPlacement::default())?;
+    let (backend, why) = (chosen.workers[0].clone(), chosen.why);
     let shape = SyntheticCircuit::filling_domain(args.kind, args.log_size, args.inputs);
     println!(
         "kiln demo: {} proofs of a {} circuit, 2^{} constraints, {} public inputs",
@@ -77,7 +65,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
     );
     println!("backend: {why}");
 
-    let dir = args.params_dir.clone().unwrap_or_else(default_params_dir);
+    let dir = params_dir(&args);
     let path = dir.join(format!("kiln-synthetic-{}-2^{}-{}in-v1.params", args.kind.name(), args.log_size, args.inputs));
     let params = Arc::new(load_params(shape, &path)?);
     println!("parameters: {} ({:.1} MiB)", path.display(), params.size_bytes() as f64 / (1 << 20) as f64);

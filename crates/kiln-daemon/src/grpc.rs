@@ -17,6 +17,7 @@ use kiln_proto::ProvingEngine;
 use tonic::{Code, Request, Response, Status};
 
 use crate::kinds::{self, KindContext, KindError};
+use crate::metrics::Metrics;
 
 /// The service: a handle on the engine and what building jobs needs.
 #[derive(Clone)]
@@ -24,12 +25,14 @@ pub struct Service {
     engine: Engine,
     kinds: Arc<KindContext>,
     gpus: Arc<Vec<Arc<GpuContext>>>,
+    metrics: Arc<Metrics>,
 }
 
 impl Service {
-    /// A service that submits to `engine`, whose GPU workers run on `gpus`.
-    pub fn new(engine: Engine, kinds: KindContext, gpus: Vec<Arc<GpuContext>>) -> Self {
-        Service { engine, kinds: Arc::new(kinds), gpus: Arc::new(gpus) }
+    /// A service that submits to `engine`, whose GPU workers run on `gpus`,
+    /// and counts what it does in `metrics`.
+    pub fn new(engine: Engine, kinds: KindContext, gpus: Vec<Arc<GpuContext>>, metrics: Arc<Metrics>) -> Self {
+        Service { engine, kinds: Arc::new(kinds), gpus: Arc::new(gpus), metrics }
     }
 
     /// Checks the request, builds its job and queues it. Refusals are gRPC
@@ -37,7 +40,16 @@ impl Service {
     /// cannot prove), RESOURCE_EXHAUSTED (can never fit the memory budget),
     /// UNAVAILABLE (shutting down).
     async fn submit(&self, req: SubmitProofRequest) -> Result<SubmitProofResponse, Status> {
-        let job = kinds::build(&req, &self.kinds).map_err(|e| {
+        let wire_kind = kiln_proto::v1::ProofKind::try_from(req.proof_kind).map(|k| k.as_str_name()).unwrap_or("UNKNOWN");
+        let submitted = self.submit_job(&req).await;
+        if let Err(e) = &submitted {
+            self.metrics.jobs().refused(wire_kind, e.code());
+        }
+        submitted
+    }
+
+    async fn submit_job(&self, req: &SubmitProofRequest) -> Result<SubmitProofResponse, Status> {
+        let job = kinds::build(req, &self.kinds).map_err(|e| {
             let status = match e {
                 KindError::Invalid(m) => Status::invalid_argument(m),
                 KindError::Unsupported(m) => Status::unimplemented(m),
@@ -45,6 +57,7 @@ impl Service {
             tracing::info!(request_id = %req.request_id, code = ?status.code(), error = status.message(), "request refused");
             status
         })?;
+        let kind_label = job.source.kind_label().to_string();
         let mut request = JobRequest::new(req.request_id.clone(), job.priority, job.source);
         if req.deadline_ms > 0 {
             request = request.with_deadline_in(Duration::from_millis(req.deadline_ms));
@@ -60,6 +73,9 @@ impl Service {
                 SubmitError::Invalid(_) => Status::invalid_argument(e.to_string()),
                 SubmitError::ShuttingDown => Status::unavailable(e.to_string()),
             })?;
+        if !submitted.existing {
+            self.metrics.jobs().watch(self.engine.clone(), submitted.job_id.clone(), kind_label);
+        }
         Ok(SubmitProofResponse {
             job_id: submitted.job_id,
             queue_position: u32::try_from(submitted.queue_position).unwrap_or(u32::MAX),
@@ -267,7 +283,7 @@ impl ProvingEngine for Service {
     }
 
     async fn get_metrics(&self, _req: Request<GetMetricsRequest>) -> Result<Response<GetMetricsResponse>, Status> {
-        Ok(Response::new(GetMetricsResponse { prometheus_text: self.engine.metrics_text() }))
+        Ok(Response::new(GetMetricsResponse { prometheus_text: self.metrics.render() }))
     }
 
     async fn preload_srs(&self, req: Request<PreloadSrsRequest>) -> Result<Response<PreloadSrsResponse>, Status> {

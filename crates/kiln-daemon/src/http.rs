@@ -2,6 +2,7 @@
 //! text exposition 0.0.4). Read-only; bound to loopback by default.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -10,6 +11,8 @@ use axum::routing::get;
 use axum::{Json, Router};
 use kiln_pipeline::Engine;
 use serde::Serialize;
+
+use crate::metrics::Metrics;
 
 /// What `/status` serves: the daemon's identity and the engine's status.
 #[derive(Serialize)]
@@ -53,15 +56,16 @@ fn proc_status_kib(status: &str, name: &str) -> Option<u64> {
 struct AppState {
     engine: Engine,
     listen: String,
+    metrics: Arc<Metrics>,
 }
 
 /// The router (exposed so tests can drive it without a socket).
-pub fn router(engine: Engine, listen: String) -> Router {
+pub fn router(engine: Engine, listen: String, metrics: Arc<Metrics>) -> Router {
     Router::new()
         .route("/status", get(status))
-        .route("/metrics", get(metrics))
+        .route("/metrics", get(metrics_text))
         .route("/", get(index))
-        .with_state(AppState { engine, listen })
+        .with_state(AppState { engine, listen, metrics })
 }
 
 async fn status(State(s): State<AppState>) -> Json<StatusDoc> {
@@ -73,8 +77,8 @@ async fn status(State(s): State<AppState>) -> Json<StatusDoc> {
     })
 }
 
-async fn metrics(State(s): State<AppState>) -> Response {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], s.engine.metrics_text()).into_response()
+async fn metrics_text(State(s): State<AppState>) -> Response {
+    ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], s.metrics.render()).into_response()
 }
 
 async fn index() -> Response {

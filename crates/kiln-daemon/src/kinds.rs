@@ -27,7 +27,7 @@ use kiln_synth::workload::WorkloadKind;
 #[derive(Clone, Debug)]
 pub struct KindContext {
     /// Where synthetic parameters are cached (and generated on first use).
-    pub params_dir: PathBuf,
+    pub synthetic_params_dir: PathBuf,
     /// Largest `synthetic_log_size` accepted.
     pub max_synthetic_log_size: u32,
 }
@@ -120,8 +120,8 @@ pub fn resolve_srs(circuit_id: &str, ctx: &KindContext) -> Result<SrsSpec, Strin
             Err(format!(
                 "unknown circuit_id {circuit_id:?}: this build knows synthetic ids such as \
                  \"synthetic-filecoin-like-2^12\" or \"synthetic-dense-2^10-4in\", and Filecoin ids such as \
-                 \"porep-32GiB\", \"snap-32GiB\", \"window-post-2KiB\", \"winning-post-8MiB\" \
-                 or filecoin-proofs' cache ids (\"stacked-proof-of-replication-...\")"
+                 cuzk's \"porep-32g\", \"snap-32g\", \"wpost-32g\", \"winning-32g\", kiln's \"porep-32GiB\", \
+                 \"window-post-2KiB\", \"winning-post-8MiB\", or filecoin-proofs' cache ids (\"stacked-proof-of-replication-...\")"
             ))
         })
 }
@@ -215,7 +215,20 @@ fn build_winning_post(req: &SubmitProofRequest, _: &KindContext) -> Result<Arc<d
 }
 
 fn resolve_filecoin_srs(id: &str, _: &KindContext) -> Option<Result<SrsSpec, String>> {
-    kiln_filecoin::srs_for_circuit_id(id)
+    kiln_filecoin::srs_for_circuit_id(&cuzk_circuit_id(id))
+}
+
+/// cuzk's PreloadSRS ids in kiln's spelling: cuzk names WindowPoSt
+/// `wpost-<size>` and WinningPoSt `winning-<size>` (`wpost-32g`,
+/// `winning-32g`); its `porep-32g` and `snap-64g` already read as kiln's.
+fn cuzk_circuit_id(id: &str) -> String {
+    if let Some(size) = id.strip_prefix("wpost-") {
+        return format!("window-post-{size}");
+    }
+    match id.strip_prefix("winning-") {
+        Some(size) if !size.starts_with("post-") => format!("winning-post-{size}"),
+        _ => id.to_string(),
+    }
 }
 
 /// Public inputs per partition when a synthetic request leaves it at 0 (what `kiln demo` uses).
@@ -264,7 +277,7 @@ fn build_synthetic(req: &SubmitProofRequest, ctx: &KindContext) -> Result<Arc<dy
         req.synthetic_log_size,
         synthetic_inputs(req),
         req.synthetic_partitions.max(1) as usize,
-        ctx.params_dir.clone(),
+        ctx.synthetic_params_dir.clone(),
     )
     .with_seed(req.synthetic_seed);
     Ok(Arc::new(job))
@@ -285,7 +298,7 @@ fn resolve_synthetic_srs(id: &str, ctx: &KindContext) -> Option<Result<SrsSpec, 
         if !(2..=ctx.max_synthetic_log_size).contains(&log) {
             return Err(format!("{id:?}: log size must be between 2 and {}", ctx.max_synthetic_log_size));
         }
-        Ok(SyntheticJob::srs_spec(kind, log, inputs, &ctx.params_dir))
+        Ok(SyntheticJob::srs_spec(kind, log, inputs, &ctx.synthetic_params_dir))
     })())
 }
 
@@ -294,7 +307,7 @@ mod tests {
     use super::*;
 
     fn ctx() -> KindContext {
-        KindContext { params_dir: "/nonexistent/params".into(), max_synthetic_log_size: 16 }
+        KindContext { synthetic_params_dir: "/nonexistent/params".into(), max_synthetic_log_size: 16 }
     }
 
     fn req(kind: ProofKind) -> SubmitProofRequest {
@@ -396,5 +409,27 @@ mod tests {
         assert!(resolve_srs("porep", &c).unwrap_err().contains("unknown circuit_id \"porep\""));
         assert!(resolve_srs("synthetic-dense-2^40", &c).unwrap_err().contains("between 2 and 16"));
         assert!(resolve_srs("synthetic-weird-2^9", &c).unwrap_err().contains("unknown workload kind"));
+    }
+
+    /// Every circuit id cuzk's PreloadSRS takes names the parameter file
+    /// cuzk loads for it (the published file names).
+    #[test]
+    fn cuzk_circuit_ids_name_the_same_parameter_files() {
+        let c = ctx();
+        for (cuzk_id, file) in [
+            ("porep-32g", "stacked-proof-of-replication-merkletree-poseidon_hasher-8-8-0-sha256_hasher-82a357d2f2ca81dc61bb45f4a762807aedee1b0a53fd6c4e77b46a01bfef7820"),
+            ("porep-64g", "stacked-proof-of-replication-merkletree-poseidon_hasher-8-8-2-sha256_hasher-96f1b4a04c5c51e4759bbf224bbc2ef5a42c7100f16ec0637123f16a845ddfb2"),
+            ("wpost-32g", "proof-of-spacetime-fallback-merkletree-poseidon_hasher-8-8-0-0377ded656c6f524f1618760bffe4e0a1c51d5a70c4509eedae8a27555733edc"),
+            ("winning-32g", "proof-of-spacetime-fallback-merkletree-poseidon_hasher-8-8-0-559e581f022bb4e4ec6e719e563bf0e026ad6de42e56c18714a2c692b1b88d7e"),
+            ("snap-32g", "empty-sector-update-merkletree-poseidon_hasher-8-8-0-3b7f44a9362e3985369454947bc94022e118211e49fd672d52bec1cbfd599d18"),
+            ("snap-64g", "empty-sector-update-merkletree-poseidon_hasher-8-8-2-102e1444a7e9a97ebf1e3d6855dcc77e66c011ea66f936d9b2c508f87f2f83a7"),
+        ] {
+            let spec = resolve_srs(cuzk_id, &c).unwrap_or_else(|e| panic!("{cuzk_id}: {e}"));
+            assert_eq!(spec.id, file, "{cuzk_id}");
+            assert!(spec.path.ends_with(format!("v28-{file}.params")), "{cuzk_id}: {}", spec.path.display());
+        }
+        assert_eq!(resolve_srs("wpost-2k", &c).unwrap().id, resolve_srs("window-post-2KiB", &c).unwrap().id);
+        assert_eq!(resolve_srs("winning-2KiB", &c).unwrap().id, resolve_srs("winning-post-2KiB", &c).unwrap().id);
+        assert!(resolve_srs("wpost-3g", &c).unwrap_err().contains("no window-post registered proof"));
     }
 }

@@ -2,15 +2,33 @@
 //! tests (`tests/`, crate kiln-e2e) can run the real daemon in-process.
 //!
 //! The daemon is thin: [`config`] and [`cli`] resolve the knobs, [`serve`]
-//! starts the engine (kiln-pipeline) on the [`backends`] and the listeners, [`grpc`] translates
-//! cuzk.v1 messages to engine calls, [`kinds`] maps proof kinds to job
-//! sources, [`http`] serves `/status` and `/metrics`. [`demo`] is `kiln demo`.
+//! starts the engine (kiln-pipeline) on the [`backends`] and the listeners
+//! (UNIX sockets through `uds`, which mends gRPC clients' `:authority`),
+//! [`grpc`] translates cuzk.v1 messages to engine calls, [`kinds`] maps
+//! proof kinds to job sources, [`http`] serves `/status` and `/metrics`
+//! (rendered by [`metrics`]), [`logging`] sets up the log. [`demo`] is
+//! `kiln demo`; [`client`] is `kiln prove | status | preload | evict |
+//! metrics`, a client of a running daemon.
 
 pub mod backends;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod demo;
 pub mod grpc;
 pub mod http;
 pub mod kinds;
+pub mod logging;
+pub mod metrics;
 pub mod serve;
+mod sys;
+mod uds;
+
+/// `kiln --version`: the version and whether CUDA kernels are built in.
+pub fn version() -> &'static str {
+    if kiln_gpu::HAS_KERNELS {
+        concat!(env!("CARGO_PKG_VERSION"), " (CUDA kernels built in: sm_90a + compute_90 PTX)")
+    } else {
+        concat!(env!("CARGO_PKG_VERSION"), " (no CUDA kernels: proves on the CPU only)")
+    }
+}

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -15,9 +16,11 @@ use tokio::task::JoinHandle;
 use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
 use tokio_stream::StreamExt;
 
-use crate::config::{DaemonConfig, Listen};
+use crate::config::{DaemonConfig, Listen, ParamsDirSource, SocketAccess};
 use crate::grpc::Service;
 use crate::kinds::KindContext;
+use crate::metrics::Metrics;
+use crate::uds::MendedStream;
 
 /// Where a running daemon can be reached.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,16 +69,21 @@ pub async fn start(config: DaemonConfig) -> Result<Running> {
         .await
         .context("choosing backends panicked")??;
     tracing::info!(backend = %chosen.why, "prover backend");
+    if !kiln_gpu::HAS_KERNELS {
+        tracing::warn!("this kiln was built without CUDA kernels: it proves on the CPU only (README: Build)");
+    }
     let (backends, gpus) = (chosen.workers, chosen.gpus);
     let engine_config = config.engine.clone();
     let engine = tokio::task::spawn_blocking(move || Engine::start(engine_config, backends))
         .await
         .context("starting the engine panicked")?
         .context("starting the engine")?;
+    let metrics = Arc::new(Metrics::new(engine.clone()));
     let service = Service::new(
         engine.clone(),
-        KindContext { params_dir: config.params_dir.clone(), max_synthetic_log_size: config.max_synthetic_log_size },
+        KindContext { synthetic_params_dir: config.synthetic_params_dir.clone(), max_synthetic_log_size: config.max_synthetic_log_size },
         gpus,
+        metrics.clone(),
     );
     let grpc_server = ProvingEngineServer::new(service)
         .max_decoding_message_size(config.max_message_bytes)
@@ -97,8 +105,9 @@ pub async fn start(config: DaemonConfig) -> Result<Running> {
     let router = tonic::transport::Server::builder().add_service(grpc_server);
     let (grpc, socket, grpc_task) = match &config.listen {
         Listen::Unix(path) => {
-            let (listener, owned) = bind_unix(path)?;
-            let incoming = UnixListenerStream::new(listener);
+            let (listener, owned) = bind_unix(path, &config.socket)?;
+            // gRPC C-core and Java clients send the socket path as :authority; see crate::uds.
+            let incoming = UnixListenerStream::new(listener).map(|s| s.map(MendedStream::new));
             let task = tokio::spawn({
                 let stopped = stopped();
                 async move { router.serve_with_incoming_shutdown(incoming, stopped).await.context("gRPC server (unix)") }
@@ -121,7 +130,7 @@ pub async fn start(config: DaemonConfig) -> Result<Running> {
     let (status, http_task) = match status_listener {
         Some(listener) => {
             let local = listener.local_addr()?;
-            let app = crate::http::router(engine.clone(), grpc.to_string());
+            let app = crate::http::router(engine.clone(), grpc.to_string(), metrics.clone());
             let stopped = stopped();
             let task = tokio::spawn(async move { crate::http::serve(listener, app, stopped).await.context("status server") });
             (Some(local), Some(task))
@@ -131,7 +140,12 @@ pub async fn start(config: DaemonConfig) -> Result<Running> {
     tracing::info!(
         grpc = %grpc,
         status = %status.map(|a| format!("http://{a}")).unwrap_or_else(|| "off".into()),
-        params_dir = %config.params_dir.display(),
+        filecoin_params_dir = %config.filecoin_params_dir.display(),
+        filecoin_params_from = match config.filecoin_params_dir_source {
+            ParamsDirSource::Environment => "FIL_PROOFS_PARAMETER_CACHE",
+            ParamsDirSource::Setting => "filecoin_params_dir",
+        },
+        synthetic_params_dir = %config.synthetic_params_dir.display(),
         "kiln serving cuzk.v1"
     );
     Ok(Running {
@@ -185,13 +199,14 @@ impl Drop for OwnedSocket {
     }
 }
 
-/// Binds a UNIX socket at `path` with mode 0600.
+/// Binds a UNIX socket at `path` with the mode and group of `access`.
 ///
-/// It is bound under a temporary name, restricted to 0600 and then renamed
-/// into place, so there is no moment at which another user can connect. A
-/// stale socket left by a dead daemon is replaced; a live one (something
-/// accepts connections on it) or a non-socket file at `path` is an error.
-fn bind_unix(path: &Path) -> Result<(UnixListener, OwnedSocket)> {
+/// It is bound under a temporary name, given its group and mode and then
+/// renamed into place, so there is no moment at which anyone else can
+/// connect. A stale socket left by a dead daemon is replaced; a live one
+/// (something accepts connections on it) or a non-socket file at `path` is
+/// an error.
+fn bind_unix(path: &Path, access: &SocketAccess) -> Result<(UnixListener, OwnedSocket)> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating the socket directory {}", dir.display()))?;
     }
@@ -212,8 +227,15 @@ fn bind_unix(path: &Path) -> Result<(UnixListener, OwnedSocket)> {
         format!("binding unix socket {} (socket paths must be under 108 bytes)", tmp.display())
     })?;
     let placed = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .with_context(|| format!("placing the socket at {}", path.display()));
+        .with_context(|| format!("restricting {}", tmp.display()))
+        .and_then(|()| match &access.group {
+            Some((name, gid)) => std::os::unix::fs::chown(&tmp, None, Some(*gid)).with_context(|| {
+                format!("giving the socket to group {name} (gid {gid}): the daemon's user must be a member of it (socket_group)")
+            }),
+            None => Ok(()),
+        })
+        .and_then(|()| std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(access.mode)).with_context(|| format!("socket_mode on {}", tmp.display())))
+        .and_then(|()| std::fs::rename(&tmp, path).with_context(|| format!("placing the socket at {}", path.display())));
     if let Err(e) = placed {
         let _ = std::fs::remove_file(&tmp);
         return Err(e);

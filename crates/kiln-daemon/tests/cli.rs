@@ -73,7 +73,7 @@ fn configuration_mistakes_exit_with_a_clear_message() {
     type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
     let cases: [Case; 4] = [
         (&["serve", "--print-config"], &[("KILN_ENGINE_SYNTH_WORKERS", "2")], "synth_workers"),
-        (&["serve", "--listen", "http://127.0.0.1:1"], &[], "must start with unix: or tcp:"),
+        (&["serve", "--listen", "http://127.0.0.1:1"], &[], "is neither unix:PATH, tcp:HOST:PORT nor HOST:PORT"),
         (&["serve", "--config", "/nonexistent/kiln.toml"], &[], "reading config file /nonexistent/kiln.toml"),
         (&["serve", "--set", "engine.synthesis_workers=0"], &[], "synthesis_workers must be at least 1"),
     ];
@@ -89,7 +89,7 @@ fn spawn_serve(sock: &Path, params: &Path) -> Child {
         .args(["serve", "--status-listen", "off", "--set", "engine.memory_budget_bytes=64MiB", "--set", "engine.pin_host_buffers=false"])
         .arg("--listen")
         .arg(format!("unix:{}", sock.display()))
-        .arg("--params-dir")
+        .arg("--synthetic-params-dir")
         .arg(params)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -153,4 +153,64 @@ fn a_taken_status_port_fails_the_start_and_leaves_no_socket() {
     assert!(!out.status.success());
     assert!(text(&out).contains("binding status listener"), "{}", text(&out));
     assert!(!sock.exists(), "no socket left behind");
+}
+
+/// Starts `kiln serve` on `sock` with `env`, waits until it serves, stops it
+/// with SIGTERM; its stderr.
+fn serve_until_listening(sock: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
+    let mut daemon = kiln()
+        .args(["serve", "--status-listen", "off", "--backend", "cpu", "--set", "engine.memory_budget_bytes=64MiB"])
+        .arg("--listen")
+        .arg(format!("unix:{}", sock.display()))
+        .args(args)
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while std::os::unix::net::UnixStream::connect(sock).is_err() {
+        if daemon.try_wait().unwrap().is_some() {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "daemon never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on the child we spawned (a no-op error if it exited).
+    unsafe { libc::kill(daemon.id() as libc::pid_t, libc::SIGTERM) };
+    wait_timeout(&mut daemon, Duration::from_secs(30)).expect("exits after SIGTERM");
+    let mut err = String::new();
+    daemon.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    err
+}
+
+#[test]
+fn json_logs_and_rust_log_are_honoured() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("kiln.sock");
+    let params = dir.path().join("params");
+
+    // JSON lines, the start line's fields beside its message.
+    let err = serve_until_listening(&sock, &["--set", "log_format=json"], &[("RUST_LOG", "info")]);
+    let lines: Vec<serde_json::Value> =
+        err.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l:?} in\n{err}"))).collect();
+    let serving = lines.iter().find(|l| l["message"] == "kiln serving cuzk.v1").unwrap_or_else(|| panic!("{err}"));
+    assert_eq!(serving["level"], "INFO");
+    assert!(serving["grpc"].as_str().unwrap().starts_with("unix:"), "{serving}");
+    assert!(serving["filecoin_params_dir"].is_string(), "{serving}");
+    let backend = lines.iter().find(|l| l["message"] == "prover backend").unwrap_or_else(|| panic!("{err}"));
+    assert!(backend["backend"].as_str().unwrap().starts_with("cpu ("), "{backend}");
+
+    // RUST_LOG=warn silences the info lines but not the warning about an
+    // old setting name; KILN_LOG beats RUST_LOG.
+    let err = serve_until_listening(&sock, &["--params-dir", params.to_str().unwrap()], &[("RUST_LOG", "warn")]);
+    assert!(err.contains("params_dir is deprecated"), "{err}");
+    assert!(!err.contains("kiln serving cuzk.v1"), "{err}");
+    let err = serve_until_listening(&sock, &[], &[("RUST_LOG", "warn"), ("KILN_LOG", "info")]);
+    assert!(err.contains("kiln serving cuzk.v1"), "{err}");
+    let bad = kiln().args(["serve", "--print-config"]).env("RUST_LOG", "kiln=loud").output().unwrap();
+    assert!(bad.status.success(), "--print-config does not start logging: {}", text(&bad));
+    let err = serve_until_listening(&sock, &[], &[("RUST_LOG", "kiln=loud")]);
+    assert!(err.contains("log filter \"kiln=loud\" (from RUST_LOG)"), "{err}");
 }

@@ -15,8 +15,10 @@
 //! (`FIL_PROOFS_PARAMETER_CACHE`, its file names); test sector sizes are
 //! generated on first use with kiln's generator, production ones never.
 //! [`vanilla`] makes real inputs of every kind on the CPU (seal a random
-//! sector, C1, vanilla proofs) and [`verify`] checks answers with
-//! filecoin-proofs' verifiers: for tests, demos and benchmarks.
+//! sector, C1, vanilla proofs; test sizes), [`sparse`] valid inputs at any
+//! size (32 and 64 GiB included) from a CC sector materialized only where
+//! the proofs look, and [`verify`] checks answers with filecoin-proofs'
+//! verifiers: for tests, demos and benchmarks.
 
 use bellperson::SynthesisError;
 use kiln_pipeline::SrsSpec;
@@ -30,6 +32,8 @@ pub mod porep;
 pub mod post;
 pub mod registered;
 pub mod snap;
+pub mod sparse;
+pub mod test_setup;
 pub mod vanilla;
 pub mod verify;
 
@@ -62,7 +66,7 @@ pub fn srs_for_circuit_id(id: &str) -> Option<Result<SrsSpec, String>> {
         let unknown = || format!("{id:?}: no {} registered proof for sector size {size}", kind.trim_end_matches('-'));
         let set = match kind {
             "porep-" => porep::param_set(current_seal_proof(bytes).ok_or_else(unknown)?)?,
-            "snap-" => snap::param_set(find(registered::update_proof, 5, |p| u64::from(p.sector_size()) == bytes).ok_or_else(unknown)?),
+            "snap-" => snap::param_set(current_update_proof(bytes).ok_or_else(unknown)?),
             "window-post-" => post::param_set(current_post_proof(PoStType::Window, bytes).ok_or_else(unknown)?)?,
             _ => post::param_set(current_post_proof(PoStType::Winning, bytes).ok_or_else(unknown)?)?,
         };
@@ -115,6 +119,11 @@ pub fn current_seal_proof(sector_size: u64) -> Option<filecoin_proofs_api::Regis
 /// The non-interactive PoRep of this sector size (V1_2_Feat_NonInteractivePoRep).
 pub fn ni_seal_proof(sector_size: u64) -> Option<filecoin_proofs_api::RegisteredSealProof> {
     (15..20).filter_map(|n| registered::seal_proof(n).ok()).find(|p| u64::from(p.sector_size()) == sector_size)
+}
+
+/// The update proof (SnapDeals) of this sector size.
+pub fn current_update_proof(sector_size: u64) -> Option<filecoin_proofs_api::RegisteredUpdateProof> {
+    find(registered::update_proof, 5, |p| u64::from(p.sector_size()) == sector_size)
 }
 
 /// The newest PoSt proof of this type and sector size (WindowPoSt V1_2).

@@ -27,6 +27,7 @@ use storage_proofs_core::parameter_cache::{
 };
 
 use crate::registered::{is_test_sector_size, sector_size_name};
+use crate::test_setup::{self, Maker, TestSetup};
 
 type Generate = Arc<dyn Fn(&Path) -> Result<(), String> + Send + Sync>;
 
@@ -42,6 +43,8 @@ pub struct ParamSet {
     /// What the circuit is, for messages (`PoRep 2KiB`, ...).
     pub label: String,
     generate: Generate,
+    /// Used instead of a missing `.params` file when a test-setup directory is set.
+    test_setup: TestSetup,
 }
 
 impl ParamSet {
@@ -51,6 +54,9 @@ impl ParamSet {
         C: Circuit<Scalar> + 'static,
     {
         let blank = Blank(Arc::new(blank));
+        let for_setup = blank.clone();
+        let make: Maker = Arc::new(move |seed, admit| kiln_groth16::setup::test_setup(for_setup.clone(), seed, admit));
+        let test_setup = TestSetup { cache_id: cache_id.clone(), sector_size, label: label.clone(), make };
         let generate: Generate = if is_test_sector_size(sector_size) {
             let (id, what) = (cache_id.clone(), label.clone());
             Arc::new(move |path: &Path| generate_set(&id, &what, sector_size, blank.clone(), path))
@@ -65,7 +71,18 @@ impl ParamSet {
                 ))
             })
         };
-        ParamSet { cache_id, sector_size, label, generate }
+        ParamSet { cache_id, sector_size, label, generate, test_setup }
+    }
+
+    /// Makes this set's test setup with `make` instead of from the blank
+    /// circuit on one thread: e.g. from a circuit's segments on every core
+    /// (`kiln_groth16::setup::test_setup_segmented`).
+    pub fn with_segmented_test_setup(
+        mut self,
+        make: impl Fn([u8; 32], kiln_groth16::setup::Admit<'_>) -> Result<kiln_groth16::ParamsFile, kiln_groth16::ProveError> + Send + Sync + 'static,
+    ) -> Self {
+        self.test_setup.make = Arc::new(make);
+        self
     }
 
     pub fn params_path(&self) -> PathBuf {
@@ -81,14 +98,30 @@ impl ParamSet {
     }
 
     /// What the engine proves against: the `.params` file, made on first
-    /// use for test sizes (see the module doc).
+    /// use for test sizes (see the module doc); when the file is absent and
+    /// a test-setup directory is set, a test setup ([`crate::test_setup`]).
     pub fn srs_spec(&self) -> SrsSpec {
-        SrsSpec { id: self.cache_id.clone(), path: self.params_path(), generate: Some(self.generate.clone()) }
+        match self.test_setup_dir() {
+            Some(dir) => self.test_setup.srs_spec(dir),
+            None => SrsSpec::generated(self.cache_id.clone(), self.params_path(), self.generate.clone()),
+        }
+    }
+
+    /// The test-setup directory this set is proved against, if it is
+    /// (its `.params` file absent and a directory set).
+    pub fn test_setup_dir(&self) -> Option<PathBuf> {
+        test_setup::dir().filter(|_| !self.params_path().exists())
     }
 
     /// Make sure `.params`, `.vk` and `.meta` exist (generating them for test
-    /// sizes), e.g. before filecoin-proofs verifies against them.
+    /// sizes), e.g. before filecoin-proofs verifies against them. Under a
+    /// test setup the `.vk` must exist in its directory (it is written when
+    /// the setup is made).
     pub fn ensure(&self) -> Result<(), String> {
+        if let Some(dir) = self.test_setup_dir() {
+            let vk = dir.join(format!("v28-{}.vk", self.cache_id));
+            return if vk.exists() { Ok(()) } else { Err(format!("the {} test setup has not been made yet ({} is absent)", self.label, vk.display())) };
+        }
         let path = self.params_path();
         if path.exists() {
             return write_companions(&self.cache_id, self.sector_size, &path);

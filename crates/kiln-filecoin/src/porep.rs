@@ -15,7 +15,7 @@ use filecoin_proofs::{
 };
 use filecoin_proofs_api::seal::SealCommitPhase1Output;
 use filecoin_proofs_api::{ApiFeature, RegisteredSealProof};
-use kiln_groth16::ProvedProof;
+use kiln_groth16::{ProveError, ProvedProof};
 use kiln_pipeline::{JobSource, SrsSpec};
 use bellperson::{ConstraintSystem, SynthesisError};
 use kiln_synth::{Assignment, AssignmentBuffers, SegmentedCircuit, SynthContext, SynthError};
@@ -161,7 +161,15 @@ fn build<Tree: 'static + MerkleTreeTrait>(c1: SealCommitPhase1Output) -> Result<
         seed: Some(c1.seed),
     };
     let pub_params = public_params::<Tree>(&config).map_err(|e| format!("PoRep public parameters: {e:#}"))?;
-    let params = param_set_of::<Tree>(&config)?;
+    // A test setup (when one is used) is made from this job's first
+    // partition, segment by segment on every core: the circuit's structure
+    // is the same for every job of the set, and filecoin-proofs gives no
+    // blank circuit that can be split by challenge.
+    let (first, inputs) = (vanilla[0].clone(), pub_inputs.clone());
+    let params = param_set_of::<Tree>(&config)?.with_segmented_test_setup(move |seed, admit| {
+        let partition = PorepPartition::<Tree>::new(&inputs, &first).map_err(|e| ProveError::Synth(circuit_error(e)))?;
+        kiln_groth16::setup::test_setup_segmented(&partition, seed, admit)
+    });
     Ok(Arc::new(PorepJob { params, pub_inputs, pub_params, vanilla, ni, _tree: PhantomData }))
 }
 

@@ -18,7 +18,7 @@ use rand::{Rng, RngCore};
 
 use crate::payload::{Payload, PayloadKind};
 use crate::registered::{post_proof_number, prover_id, sector_size_name, seal_proof_number, update_proof_number};
-use crate::{current_post_proof, current_seal_proof};
+use crate::{current_post_proof, current_seal_proof, current_update_proof};
 
 /// The miner every generated input is for (`f01000`).
 pub const MINER_ID: u64 = 1000;
@@ -45,10 +45,8 @@ pub fn generate(sector_size: u64, work_dir: &Path, rng: &mut impl RngCore) -> Re
     let Sealed { porep, p2, cache, sealed } = seal_and_c1(seal_proof, work_dir, rng)?;
 
     // SnapDeals: new random data encoded into the sealed sector.
-    let update_proof = (0..5)
-        .filter_map(|n| crate::registered::update_proof(n).ok())
-        .find(|p| u64::from(p.sector_size()) == sector_size)
-        .ok_or_else(|| format!("no registered update proof for {}", sector_size_name(sector_size)))?;
+    let update_proof =
+        current_update_proof(sector_size).ok_or_else(|| format!("no registered update proof for {}", sector_size_name(sector_size)))?;
     let new_staged = work_dir.join("update-staged");
     let new_piece = write_piece(seal_proof, &new_staged, unpadded, rng)?;
     let new_replica = work_dir.join("update-replica");
@@ -85,8 +83,7 @@ pub fn generate(sector_size: u64, work_dir: &Path, rng: &mut impl RngCore) -> Re
     let mut posts = Vec::new();
     for (typ, kind) in [(PoStType::Window, PayloadKind::WindowPostPartition), (PoStType::Winning, PayloadKind::WinningPost)] {
         let proof = current_post_proof(typ.clone(), sector_size).ok_or_else(|| format!("no {typ:?} PoSt proof for {}", sector_size_name(sector_size)))?;
-        let mut randomness = random_32(rng);
-        randomness[31] &= 0x3f; // A field element, as chain randomness is made to be.
+        let randomness = random_randomness(rng);
         let replica = PrivateReplicaInfo::new(proof, p2.comm_r, cache.clone(), sealed.clone());
         let challenges = post::generate_fallback_sector_challenges(proof, &randomness, &[sector], prover).map_err(e("PoSt challenges"))?;
         let mine = challenges.get(&sector).ok_or("PoSt challenges name no challenge for the sector")?;
@@ -131,17 +128,24 @@ fn seal_and_c1(seal_proof: RegisteredSealProof, work_dir: &Path, rng: &mut impl 
     let seed = random_32(rng);
     let c1 = seal::seal_commit_phase1(&cache, &sealed, prover, sector, ticket, seed, p2.clone(), std::slice::from_ref(&piece))
         .map_err(e("C1"))?;
-    let c1_json = serde_json::to_vec(&c1).map_err(|err| format!("C1 JSON: {err}"))?;
+    Ok(Sealed { porep: porep_payload(&c1, SECTOR_NUMBER)?, p2, cache, sealed })
+}
+
+/// The PoRep C2 payload of a C1 output: Curio's envelope
+/// `{SectorNum, Phase1Out: base64(C1 JSON), SectorSize}`, for [`MINER_ID`].
+pub(crate) fn porep_payload(c1: &seal::SealCommitPhase1Output, sector_number: u64) -> Result<Payload, String> {
+    let sector_size = u64::from(c1.registered_proof.sector_size());
+    let c1_json = serde_json::to_vec(c1).map_err(|err| format!("C1 JSON: {err}"))?;
     let envelope = serde_json::json!({
-        "SectorNum": SECTOR_NUMBER,
+        "SectorNum": sector_number,
         "Phase1Out": base64::engine::general_purpose::STANDARD.encode(&c1_json),
         "SectorSize": sector_size,
     });
-    let mut porep = Payload::new(PayloadKind::PorepSealCommit, sector_size, seal_proof_number(seal_proof));
+    let mut porep = Payload::new(PayloadKind::PorepSealCommit, sector_size, seal_proof_number(c1.registered_proof));
     porep.vanilla_proof = serde_json::to_vec(&envelope).map_err(|err| format!("envelope JSON: {err}"))?;
-    porep.sector_number = SECTOR_NUMBER;
+    porep.sector_number = sector_number;
     porep.miner_id = MINER_ID;
-    Ok(Sealed { porep, p2, cache, sealed })
+    Ok(porep)
 }
 
 /// The file [`generate_ni_porep_to_dir`] writes.
@@ -172,9 +176,16 @@ fn write_payload(p: &Payload, path: &Path) -> Result<(), String> {
     fs::write(path, json).map_err(|err| format!("writing {}: {err}", path.display()))
 }
 
-fn random_32(rng: &mut impl RngCore) -> [u8; 32] {
+pub(crate) fn random_32(rng: &mut (impl RngCore + ?Sized)) -> [u8; 32] {
     let mut b = [0u8; 32];
     rng.fill_bytes(&mut b);
+    b
+}
+
+/// PoSt randomness: 32 random bytes that are a field element, as chain randomness is made to be.
+pub(crate) fn random_randomness(rng: &mut (impl RngCore + ?Sized)) -> [u8; 32] {
+    let mut b = random_32(rng);
+    b[31] &= 0x3f;
     b
 }
 
@@ -190,9 +201,13 @@ fn write_piece(proof: RegisteredSealProof, staged: &Path, unpadded: UnpaddedByte
 /// [`generate`], then each payload written to `out_dir` as
 /// [`PayloadKind::file_name`] (pretty JSON). Returns the files.
 pub fn generate_to_dir(sector_size: u64, out_dir: &Path, rng: &mut impl RngCore) -> Result<Vec<PathBuf>, String> {
-    fs::create_dir_all(out_dir).map_err(|err| format!("creating {}: {err}", out_dir.display()))?;
     let work = tempfile::Builder::new().prefix("kiln-gen-vanilla").tempdir().map_err(|err| format!("a work directory: {err}"))?;
-    let payloads = generate(sector_size, work.path(), rng)?;
+    write_payloads(&generate(sector_size, work.path(), rng)?, out_dir)
+}
+
+/// Writes each payload to `out_dir` as [`PayloadKind::file_name`] (pretty JSON). Returns the files.
+pub(crate) fn write_payloads(payloads: &[Payload], out_dir: &Path) -> Result<Vec<PathBuf>, String> {
+    fs::create_dir_all(out_dir).map_err(|err| format!("creating {}: {err}", out_dir.display()))?;
     payloads
         .iter()
         .map(|p| {

@@ -1,6 +1,6 @@
 //! Compares every kiln-gpu kernel with a CPU reference (blstrs) on fresh
 //! random inputs at many sizes and edge cases; prints a pass/fail table.
-//! `cargo run --release -p kiln-gpu --example gpu_check [-- --quick]`
+//! `cargo run --release -p kiln-gpu --example gpu_check [-- --quick | --msm-only | --ntt-only | --setup-only]`
 mod common;
 
 use std::time::Instant;
@@ -221,6 +221,62 @@ fn check_msm_from(dev: &GpuDevice, s: &GpuStream, t: &mut Table, g2: bool, n: us
     Ok(())
 }
 
+/// `d * 2^(8k) * g` at entry `k * 256 + d`: the fixed-base kernel's table,
+/// made here from blstrs alone.
+fn window_table<P: Group<Scalar = Scalar> + group::Curve>(g: P) -> Vec<P::AffineRepr>
+where
+    P::AffineRepr: Default + Clone,
+{
+    let mut proj = Vec::with_capacity(kiln_gpu::WINDOW_TABLE_LEN);
+    let mut base = g;
+    for _ in 0..32 {
+        let mut acc = P::identity();
+        for _ in 0..256 {
+            proj.push(acc);
+            acc += base;
+        }
+        base = acc; // 256 * base
+    }
+    let mut aff = vec![P::AffineRepr::default(); proj.len()];
+    P::batch_normalize(&proj, &mut aff);
+    aff
+}
+
+/// The fixed-base kernel (test setups made on the device) against `s * G`
+/// computed by blstrs: every point up to 2^16 points, 2000 spread ones above.
+fn check_fixed_base(dev: &GpuDevice, s: &GpuStream, t: &mut Table, g2: bool, n: usize, mix: Mix) -> Result<(), GpuError> {
+    let sc = make_scalars(n, mix);
+    let idx: Vec<usize> = if n <= 1 << 16 { (0..n).collect() } else { (0..2000).map(|k| (k * 7919 * 1_000_003) % n).chain([0, n - 1]).collect() };
+    let t0 = Instant::now();
+    if g2 {
+        let table = window_table(G2Projective::generator());
+        let pts = dev.fixed_base_g2(s, &table, &sc)?;
+        let time = t0.elapsed();
+        let got = dev.download_g2(s, &pts, &idx)?;
+        let ok = idx.par_iter().zip(got.par_iter()).all(|(&i, p)| *p == G2Affine::from(G2Projective::generator() * sc[i]));
+        t.row(format!("fixed-base g2 n={n} {}", mix_name(mix)), ok, format!("{:.2} ms", time.as_secs_f64() * 1e3));
+    } else {
+        let table = window_table(G1Projective::generator());
+        let pts = dev.fixed_base_g1(s, &table, &sc)?;
+        let time = t0.elapsed();
+        let got = dev.download_g1(s, &pts, &idx)?;
+        let ok = idx.par_iter().zip(got.par_iter()).all(|(&i, p)| *p == G1Affine::from(G1Projective::generator() * sc[i]));
+        t.row(format!("fixed-base g1 n={n} {}", mix_name(mix)), ok, format!("{:.2} ms", time.as_secs_f64() * 1e3));
+    }
+    Ok(())
+}
+
+fn mix_name(m: Mix) -> &'static str {
+    match m {
+        Mix::Random => "random",
+        Mix::Edge => "edge",
+        Mix::Filecoin => "filecoin",
+        Mix::Const(0) => "zeros",
+        Mix::Const(_) => "const",
+        Mix::MinusOne => "r-1",
+    }
+}
+
 /// `--stream-debug`: small dense edge-scalar MSMs, streamed three times and
 /// as the sum of resident MSMs over the same chunks, each against the CPU:
 /// tells a fault in the streaming from a fault of the MSM at chunk sizes.
@@ -286,20 +342,34 @@ fn main() {
             t.row(name.to_string(), false, format!("error: {e}"));
         }
     };
-    let ntt_sizes: Vec<u32> = if msm_only { vec![] } else if quick { vec![1, 2, 3, 10, 11, 13, 18] } else { vec![1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 16, 17, 18, 20, 24, 25] };
+    // --setup-only: the fixed-base kernel alone (test setups made on the device).
+    let setup_only = std::env::args().any(|a| a == "--setup-only");
+    if !msm_only && !ntt_only {
+        let mut cases = vec![(1, Mix::Random), (2, Mix::Edge), (3, Mix::Random), (1, Mix::Const(0)), (1, Mix::MinusOne), (37, Mix::Edge), (1000, Mix::Edge), (4097, Mix::Filecoin), ((1 << 16) + 1, Mix::Random)];
+        if !quick {
+            cases.push(((1 << 20) + 7, Mix::Random));
+        }
+        for g2 in [false, true] {
+            for &(n, mix) in &cases {
+                let r = check_fixed_base(&dev, &s, &mut t, g2, n, mix);
+                run(&mut t, &format!("fixed-base n={n}"), r);
+            }
+        }
+    }
+    let ntt_sizes: Vec<u32> = if msm_only || setup_only { vec![] } else if quick { vec![1, 2, 3, 10, 11, 13, 18] } else { vec![1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 16, 17, 18, 20, 24, 25] };
     for l in ntt_sizes {
         let r = check_ntt(&dev, &s, &mut t, l);
         run(&mut t, &format!("ntt 2^{l}"), r);
     }
     let mut h_cases = vec![(1, 1), (2, 1), (3, 2), (5, 3), (1000, 10), (1024, 10), (1500, 11), (70000, 17), ((1 << 20) - 3, 20)];
     if !quick { h_cases.push(((1 << 24) - 12345, 24)); }
-    if msm_only { h_cases.clear(); }
+    if msm_only || setup_only { h_cases.clear(); }
     for (n, l) in h_cases {
         let r = check_h(&dev, &s, &mut t, n, l);
         run(&mut t, &format!("h n={n}"), r);
     }
     for g2 in [false, true] {
-        if ntt_only {
+        if ntt_only || setup_only {
             break;
         }
         let mut cases: Vec<(usize, Mix, Bits, bool, bool)> = vec![

@@ -99,12 +99,62 @@ impl GpuDevice {
         stream.synchronize()?;
         Ok(out)
     }
+    /// Points `indices` of `v`, read back one by one (for spot checks).
+    pub fn download_g1(&self, stream: &GpuStream, v: &DeviceG1, indices: &[usize]) -> Result<Vec<G1Affine>, GpuError> {
+        gather(stream, &v.buf, indices)
+    }
+    /// As [`GpuDevice::download_g1`], in G2.
+    pub fn download_g2(&self, stream: &GpuStream, v: &DeviceG2, indices: &[usize]) -> Result<Vec<G2Affine>, GpuError> {
+        gather(stream, &v.buf, indices)
+    }
+    /// `len` G1 points (all-zero: the point at infinity), to be filled with
+    /// [`GpuDevice::write_g1`].
+    pub fn alloc_g1(&self, stream: &GpuStream, len: usize) -> Result<DeviceG1, GpuError> {
+        Ok(DeviceG1 { buf: stream.alloc_zeros::<u64>(len * 12)? })
+    }
+    /// `len` G2 points, to be filled with [`GpuDevice::write_g2`].
+    pub fn alloc_g2(&self, stream: &GpuStream, len: usize) -> Result<DeviceG2, GpuError> {
+        Ok(DeviceG2 { buf: stream.alloc_zeros::<u64>(len * 24)? })
+    }
+    /// Copies `v` into `dst` from point `at` on (a section uploaded chunk by
+    /// chunk, so no host copy of it is whole). Returns once `v` may be reused.
+    pub fn write_g1(&self, stream: &GpuStream, dst: &mut DeviceG1, at: usize, v: &[G1Affine]) -> Result<(), GpuError> {
+        write_at(stream, &mut dst.buf, at, v)
+    }
+    /// As [`GpuDevice::write_g1`], in G2.
+    pub fn write_g2(&self, stream: &GpuStream, dst: &mut DeviceG2, at: usize, v: &[G2Affine]) -> Result<(), GpuError> {
+        write_at(stream, &mut dst.buf, at, v)
+    }
     pub fn upload_g1(&self, stream: &GpuStream, v: &[G1Affine]) -> Result<DeviceG1, GpuError> {
         Ok(DeviceG1 { buf: stream.clone_htod(as_words(v))? })
     }
     pub fn upload_g2(&self, stream: &GpuStream, v: &[G2Affine]) -> Result<DeviceG2, GpuError> {
         Ok(DeviceG2 { buf: stream.clone_htod(as_words(v))? })
     }
+}
+
+fn write_at<T: Limbs>(s: &GpuStream, buf: &mut CudaSlice<u64>, at: usize, v: &[T]) -> Result<(), GpuError> {
+    let n = buf.len() / T::WORDS;
+    if at + v.len() > n {
+        return Err(GpuError::InvalidArgument(format!("elements {at}..{} into a buffer of {n}", at + v.len())));
+    }
+    let mut view = buf.slice_mut(at * T::WORDS..(at + v.len()) * T::WORDS);
+    s.memcpy_htod(as_words(v), &mut view)?;
+    // The source is pageable host memory the caller reuses at once.
+    s.synchronize()?;
+    Ok(())
+}
+
+fn gather<T: Limbs + Default + Clone>(s: &GpuStream, buf: &CudaSlice<u64>, indices: &[usize]) -> Result<Vec<T>, GpuError> {
+    let n = buf.len() / T::WORDS;
+    let mut words = Vec::with_capacity(indices.len() * T::WORDS);
+    for &i in indices {
+        if i >= n {
+            return Err(GpuError::InvalidArgument(format!("element {i} of a buffer of {n}")));
+        }
+        words.extend(s.clone_dtoh(&buf.slice(i * T::WORDS..(i + 1) * T::WORDS))?);
+    }
+    Ok(from_words(&words))
 }
 
 #[cfg(test)]

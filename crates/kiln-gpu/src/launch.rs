@@ -65,6 +65,7 @@ kernels!(
     msm_bucket_acc_g1, msm_bucket_fix_g1, msm_bucket_reduce_g1, msm_sum_g1, msm_ones_g1,
     msm_bucket_acc_g2, msm_bucket_fix_g2, msm_bucket_reduce_g2, msm_sum_g2, msm_ones_g2,
     points_from_raw_g1, points_from_raw_g2,
+    fixed_base_g1, fixed_base_g2,
 );
 
 /// One kernel argument. Device buffers are passed as raw addresses (u64),

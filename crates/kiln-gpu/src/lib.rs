@@ -32,6 +32,7 @@ mod launch;
 mod msm;
 mod ntt;
 pub mod nvml;
+mod setup;
 mod stream;
 mod stream_check;
 
@@ -40,6 +41,7 @@ pub use device::{DeviceInfo, DeviceSpan, GpuDevice, GpuStream};
 pub use error::GpuError;
 pub use msm::MsmTiming;
 pub use ntt::NttDirection;
+pub use setup::WINDOW_TABLE_LEN;
 pub use stream::PointStreamer;
 
 /// Whether this build embeds the CUDA kernels (`cargo xtask kernels` was run

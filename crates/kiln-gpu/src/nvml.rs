@@ -1,5 +1,6 @@
-//! GPU utilization and memory through NVML, for benchmarks and soaks that
-//! want "how busy were the GPUs" next to their own figures.
+//! GPU utilization, memory, temperature and power through NVML, for
+//! benchmarks and soaks that want "how busy were the GPUs" next to their
+//! own figures, and for the daemon's `/metrics`.
 //!
 //! NVML (`libnvidia-ml.so.1`, shipped with the driver) is loaded at run time
 //! by `nvml-wrapper`, so this needs neither CUDA nor the driver at build
@@ -20,6 +21,7 @@
 //! }
 //! ```
 
+use nvml_wrapper::enum_wrappers::device::TemperatureSensor;
 use nvml_wrapper::Nvml;
 
 /// One device at one instant.
@@ -34,6 +36,11 @@ pub struct GpuSample {
     pub mem_used: u64,
     /// Device memory, in bytes.
     pub mem_total: u64,
+    /// GPU core temperature, degrees Celsius (`None` where NVML cannot read it).
+    pub temperature_celsius: Option<u32>,
+    /// Power draw of the whole board, milliwatts (`None` on products
+    /// without power readings).
+    pub power_milliwatts: Option<u32>,
 }
 
 /// An open NVML session and the number of devices it sees.
@@ -66,7 +73,14 @@ impl GpuSampler {
                 let dev = self.nvml.device_by_index(index).ok()?;
                 let busy = dev.utilization_rates().ok()?;
                 let mem = dev.memory_info().ok()?;
-                Some(GpuSample { index, busy_percent: busy.gpu.min(100), mem_used: mem.used, mem_total: mem.total })
+                Some(GpuSample {
+                    index,
+                    busy_percent: busy.gpu.min(100),
+                    mem_used: mem.used,
+                    mem_total: mem.total,
+                    temperature_celsius: dev.temperature(TemperatureSensor::Gpu).ok(),
+                    power_milliwatts: dev.power_usage().ok(),
+                })
             })
             .collect()
     }
@@ -96,6 +110,8 @@ mod tests {
             assert_eq!(g.index, i as u32);
             assert!(g.busy_percent <= 100);
             assert!(g.mem_total > 0 && g.mem_used <= g.mem_total, "{g:?}");
+            assert!(g.temperature_celsius.is_none_or(|t| (1..=130).contains(&t)), "{g:?}");
+            assert!(g.power_milliwatts.is_none_or(|p| p > 0 && p < 5_000_000), "{g:?}");
         }
     }
 }

@@ -31,6 +31,9 @@ pub enum ProveError {
     /// The finished proof does not verify; it is never returned.
     #[error("the proof failed verification against the verifying key ({0})")]
     NotVerified(String),
+    /// Memory for the work could not be had (e.g. a budget refused it).
+    #[error("not enough memory: {0}")]
+    Memory(String),
     /// A backend-specific failure (e.g. a CUDA error) affecting this proof only.
     #[error("{backend} backend failed: {message}")]
     Backend { backend: &'static str, message: String },

@@ -10,11 +10,13 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use bellperson::groth16::{prepare_verifying_key, Parameters, PreparedVerifyingKey, VerifyingKey};
-use blstrs::{Bls12, G1Affine, G2Affine};
+use blstrs::{Bls12, G1Affine, G2Affine, Scalar};
 use memmap2::Mmap;
 use rayon::prelude::*;
 
 use crate::error::ParamsError;
+use crate::setup::table::{g1_table, g2_table};
+use crate::setup::SetupScalars;
 
 const G1_BYTES: usize = 96;
 const G2_BYTES: usize = 192;
@@ -83,18 +85,24 @@ impl ParamsShape {
 enum Backing {
     Mapped(Mmap),
     Owned(Vec<u8>),
+    /// A test setup: every point is a known multiple of the standard
+    /// generator, made when needed (on the CPU chunk by chunk, or on a GPU).
+    Setup(SetupScalars),
 }
 
 impl Backing {
+    /// The file's bytes; empty for a test setup, which has no file form.
     fn bytes(&self) -> &[u8] {
         match self {
             Backing::Mapped(m) => m,
             Backing::Owned(v) => v,
+            Backing::Setup(_) => &[],
         }
     }
 }
 
-/// A Groth16 proving key, mapped from a file (or held in memory for tests).
+/// A Groth16 proving key, mapped from a file (or held in memory for tests,
+/// or a test setup's scalars).
 pub struct ParamsFile {
     id: u64,
     backing: Backing,
@@ -172,10 +180,41 @@ impl ParamsFile {
         if at != data.len() {
             return Err(ParamsError::TrailingBytes { extra: (data.len() - at) as u64 });
         }
+        Ok(Self::assemble(backing, vk, spans))
+    }
+
+    /// A test setup's proving key, held as the scalars of its points
+    /// (`SetupScalars`), with its verifying key: no file and no points in
+    /// host memory. The CPU backend makes points from the scalars chunk by
+    /// chunk; a GPU makes them once in its memory (see `setup::test_setup`).
+    pub fn from_setup_scalars(vk: VerifyingKey<Bls12>, scalars: SetupScalars) -> Self {
+        let lens = [scalars.h.len(), scalars.l.len(), scalars.a.len(), scalars.b.len(), scalars.b.len()];
+        let spans = lens.map(|len| Span { offset: 0, len });
+        Self::assemble(Backing::Setup(scalars), vk, spans)
+    }
+
+    fn assemble(backing: Backing, vk: VerifyingKey<Bls12>, spans: [Span; 5]) -> Self {
         let pvk = prepare_verifying_key(&vk);
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(ParamsFile { id, backing, path: None, vk, pvk, spans })
+        ParamsFile { id, backing, path: None, vk, pvk, spans }
+    }
+
+    /// The scalars of a test setup's points (`None` for parameters read from
+    /// a file): `scalars(s)[i] * G` is point i of section s.
+    pub fn setup_scalars(&self, section: Section) -> Option<&[Scalar]> {
+        let Backing::Setup(sc) = &self.backing else { return None };
+        Some(match section {
+            Section::H => &sc.h,
+            Section::L => &sc.l,
+            Section::A => &sc.a,
+            Section::BG1 | Section::BG2 => &sc.b,
+        })
+    }
+
+    /// Whether these are a test setup's parameters (no file; never for production proofs).
+    pub fn is_test_setup(&self) -> bool {
+        matches!(self.backing, Backing::Setup(_))
     }
 
     /// A process-unique id of this instance (caches of decoded or
@@ -189,9 +228,12 @@ impl ParamsFile {
         self.path.as_deref()
     }
 
-    /// Size of the parameters in bytes.
+    /// Host bytes the parameters take: the file's size, or a test setup's scalars.
     pub fn size_bytes(&self) -> u64 {
-        self.backing.bytes().len() as u64
+        match &self.backing {
+            Backing::Setup(sc) => sc.bytes(),
+            b => b.bytes().len() as u64,
+        }
     }
 
     pub fn vk(&self) -> &VerifyingKey<Bls12> {
@@ -219,8 +261,11 @@ impl ParamsFile {
         self.spans[section.index()].len
     }
 
-    /// The raw (uncompressed, big-endian) bytes of points `range` of `section`.
+    /// The raw (uncompressed, big-endian) bytes of points `range` of
+    /// `section`. Parameters read from a file only: a test setup has no
+    /// encoded form (see [`is_test_setup`](Self::is_test_setup)).
     pub fn raw(&self, section: Section, range: Range<usize>) -> &[u8] {
+        assert!(!self.is_test_setup(), "a test setup's points have no file encoding");
         let span = self.spans[section.index()];
         assert!(range.end <= span.len, "{} range {range:?} out of {}", section.name(), span.len);
         let b = section.point_bytes();
@@ -231,8 +276,15 @@ impl ParamsFile {
     /// parallel. Checks that each point is on the curve and not at infinity;
     /// the subgroup check is skipped, as bellperson's mapped reader does
     /// (every proof is verified, so a bad point cannot yield an accepted proof).
+    /// A test setup's points are computed from their scalars instead.
     pub fn g1_points(&self, section: Section, range: Range<usize>, out: &mut Vec<G1Affine>) -> Result<(), ParamsError> {
         assert!(section != Section::BG2, "b_g2 holds G2 points");
+        if let Some(sc) = self.setup_scalars(section) {
+            out.clear();
+            out.resize(range.len(), G1Affine::default());
+            g1_table().mul_into(&sc[range], out, &|_| {});
+            return Ok(());
+        }
         let start = range.start;
         decode_into(self.raw(section, range), out, G1_BYTES, |chunk, i| {
             let bytes: &[u8; G1_BYTES] = chunk.try_into().expect("chunk is one point");
@@ -243,6 +295,12 @@ impl ParamsFile {
 
     /// Decode G2 points `range` of the b_g2 section into `out`.
     pub fn g2_points(&self, range: Range<usize>, out: &mut Vec<G2Affine>) -> Result<(), ParamsError> {
+        if let Some(sc) = self.setup_scalars(Section::BG2) {
+            out.clear();
+            out.resize(range.len(), G2Affine::default());
+            g2_table().mul_into(&sc[range], out, &|_| {});
+            return Ok(());
+        }
         let start = range.start;
         decode_into(self.raw(Section::BG2, range), out, G2_BYTES, |chunk, i| {
             let bytes: &[u8; G2_BYTES] = chunk.try_into().expect("chunk is one point");

@@ -134,3 +134,32 @@ fn streamed_parameters_give_the_same_proofs() {
         }
     }
 }
+
+/// A test setup's points made on the device (fixed-base kernel) give the
+/// same proofs as the CPU, which makes the same points from the same
+/// scalars with blstrs; the set is fully resident and nothing is streamed.
+#[test]
+fn test_setup_points_made_on_the_device_give_the_cpus_proofs() {
+    if kiln_gpu::GpuDevice::count() == 0 {
+        eprintln!("no GPU: skipped (tests/test_setup.rs covers test setups on the CPU)");
+        return;
+    }
+    let Ok(ctx) = GpuContext::open(0) else {
+        eprintln!("GPU present but not usable: skipped");
+        return;
+    };
+    let gpu = GpuBackend::new(&ctx, 0).unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
+    for (kind, constraints, inputs) in [(WorkloadKind::Dense, 1, 0), (WorkloadKind::FilecoinLike, 5, 3), (WorkloadKind::Dense, 3001, 2), (WorkloadKind::FilecoinLike, 70_000, 4)] {
+        let c = SyntheticCircuit { kind, constraints, inputs, structure_seed: 8, witness_seed: Some(9) };
+        let params = Arc::new(setup::test_setup(c, [constraints as u8; 32], &mut |_| Ok(())).unwrap());
+        let rs = Randomness::random(&mut rng);
+        let run = |b: &dyn ProverBackend| {
+            let asg = synthesize(c, AssignmentBuffers::heap()).unwrap();
+            finish(prove_start(b, &params, asg, rs).unwrap()).unwrap().proof
+        };
+        assert_eq!(run(&gpu), run(&CpuBackend), "{kind:?} {constraints}");
+        let placed = ctx.resident().into_iter().find(|r| r.params_id == params.id()).unwrap();
+        assert!(placed.device_bytes > 0 && placed.streamed_bytes == 0, "{placed:?}");
+    }
+}

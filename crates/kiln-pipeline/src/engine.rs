@@ -282,7 +282,9 @@ impl Engine {
             return Err(SubmitError::Invalid("the job has no partitions".into()));
         }
         shared.srs.register(&spec).map_err(SubmitError::Invalid)?;
-        if spec.path.exists() {
+        // Parameters that must be made (generated files, test setups) are
+        // sized by the worker that makes them, not here: submit stays quick.
+        if spec.open.is_none() && spec.path.exists() {
             let params = shared.srs.probe(&spec).map_err(|e| SubmitError::Invalid(format!("cannot read the job's parameters: {e}")))?;
             let worst = (0..num_partitions)
                 .map(|i| catch_unwind(AssertUnwindSafe(|| source.partition_shape(&params, i))))
@@ -293,7 +295,7 @@ impl Engine {
                 .max_by_key(PartitionFootprint::total)
                 .expect("at least one partition");
             check_fits(shared, &spec, params.size_bytes(), &worst).map_err(SubmitError::TooLarge)?;
-        } else if spec.generate.is_none() {
+        } else if spec.generate.is_none() && spec.open.is_none() {
             return Err(SubmitError::Invalid(format!(
                 "parameters {:?} not found at {} (and no way to generate them)",
                 spec.id,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kiln_groth16::{ParamsFile, ProvedProof};
+use kiln_memory::MemoryBudget;
 use kiln_synth::{Assignment, AssignmentBuffers, CircuitShape, SynthContext, SynthError};
 use serde::{Deserialize, Serialize};
 
@@ -44,6 +45,13 @@ impl Priority {
 /// at (atomically, e.g. by `kiln_groth16::setup::load_or_generate`).
 pub type SrsGenerator = Arc<dyn Fn(&Path) -> Result<(), String> + Send + Sync>;
 
+/// Makes parameters that have no `.params` file, such as a test setup held
+/// as scalars (`kiln_groth16::setup::test_setup`): called once per id when
+/// the engine first needs them, with the budget its working memory must be
+/// reserved from while it runs. The result is kept like a mapped file
+/// (hot while its [`ParamsFile::size_bytes`] are reserved).
+pub type SrsOpener = Arc<dyn Fn(&MemoryBudget) -> Result<ParamsFile, String> + Send + Sync>;
+
 /// Which Groth16 parameters (SRS) a job proves against.
 ///
 /// Two specs with the same `id` must name the same parameters: the engine
@@ -52,17 +60,30 @@ pub type SrsGenerator = Arc<dyn Fn(&Path) -> Result<(), String> + Send + Sync>;
 pub struct SrsSpec {
     /// A stable name, e.g. `"porep-32g"` (shown in status, used by preload/evict).
     pub id: String,
-    /// The `.params` file.
+    /// The `.params` file (for parameters made by an opener, the file that
+    /// names them, e.g. a test setup's `.vk`: shown in status only).
     pub path: PathBuf,
     /// How to make the file when it does not exist (test and demo
     /// parameters); `None` means a missing file fails the job.
     pub generate: Option<SrsGenerator>,
+    /// Parameters that are made, not read from `path` (test setups).
+    pub open: Option<SrsOpener>,
 }
 
 impl SrsSpec {
     /// Parameters that must already exist on disk.
     pub fn existing(id: impl Into<String>, path: impl Into<PathBuf>) -> Self {
-        SrsSpec { id: id.into(), path: path.into(), generate: None }
+        SrsSpec { id: id.into(), path: path.into(), generate: None, open: None }
+    }
+
+    /// A file made by `generate` when it does not exist yet.
+    pub fn generated(id: impl Into<String>, path: impl Into<PathBuf>, generate: SrsGenerator) -> Self {
+        SrsSpec { id: id.into(), path: path.into(), generate: Some(generate), open: None }
+    }
+
+    /// Parameters made by `open` (no `.params` file); `path` names them in status.
+    pub fn opened(id: impl Into<String>, path: impl Into<PathBuf>, open: SrsOpener) -> Self {
+        SrsSpec { id: id.into(), path: path.into(), generate: None, open: Some(open) }
     }
 }
 
@@ -72,6 +93,7 @@ impl fmt::Debug for SrsSpec {
             .field("id", &self.id)
             .field("path", &self.path)
             .field("generate", &self.generate.is_some())
+            .field("open", &self.open.is_some())
             .finish()
     }
 }

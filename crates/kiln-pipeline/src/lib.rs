@@ -63,7 +63,7 @@ pub use config::EngineConfig;
 pub use counters::{BufferCounters, Stage, StageCount};
 pub use engine::{Engine, EngineError};
 pub use job::{
-    shape_from_params, JobOutcome, JobRequest, JobSource, JobTimings, Priority, SrsGenerator, SrsSpec, SubmitError, Submitted,
+    shape_from_params, JobOutcome, JobRequest, JobSource, JobTimings, Priority, SrsGenerator, SrsOpener, SrsSpec, SubmitError, Submitted,
 };
 pub use srs::{EvictResult, PreloadResult, SrsStatus, SrsTier};
 pub use status::{EngineStatus, GpuWorkerStatus, JobTotals, QueueStatus, WorkerStatus};

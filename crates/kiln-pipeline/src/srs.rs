@@ -192,7 +192,7 @@ impl SrsManager {
     /// Makes sure the file exists, generating it (once per id) if the spec
     /// allows. Returns whether it had to be generated.
     pub(crate) fn ensure_file(&self, spec: &SrsSpec) -> Result<bool, String> {
-        if spec.path.exists() {
+        if spec.open.is_some() || spec.path.exists() {
             return Ok(false);
         }
         let Some(generate) = &spec.generate else {
@@ -220,8 +220,23 @@ impl SrsManager {
         if let Some(p) = self.entries.lock().get(&spec.id).and_then(|e| e.params.clone()) {
             return Ok(p);
         }
-        // Map outside the lock: it reads the verifying key from disk.
-        let params = Arc::new(ParamsFile::open(&spec.path).map_err(|e| e.to_string())?);
+        // Map (or make) outside the lock: it reads the verifying key from
+        // disk, or makes a test setup (seconds to minutes, once per id).
+        let params = match &spec.open {
+            None => Arc::new(ParamsFile::open(&spec.path).map_err(|e| e.to_string())?),
+            Some(open) => {
+                let lock = self.generating.lock().entry(spec.id.clone()).or_default().clone();
+                let _one_at_a_time = lock.lock();
+                if let Some(p) = self.entries.lock().get(&spec.id).and_then(|e| e.params.clone()) {
+                    return Ok(p); // made by another thread while we waited
+                }
+                let started = Instant::now();
+                tracing::info!(id = %spec.id, "making parameters (test setup)");
+                let made = open(&self.budget).map_err(|e| format!("making parameters {:?} failed: {e}", spec.id))?;
+                tracing::info!(id = %spec.id, elapsed = ?started.elapsed(), bytes = made.size_bytes(), "parameters made");
+                Arc::new(made)
+            }
+        };
         let mut entries = self.entries.lock();
         let e = entries.get_mut(&spec.id).expect("registered above");
         e.size = params.size_bytes();

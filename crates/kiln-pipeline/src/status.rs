@@ -1,6 +1,6 @@
-//! [`EngineStatus`] (JSON for `/status`) and its Prometheus rendering.
+//! [`EngineStatus`] (JSON for `/status`) and its Prometheus metric families.
 
-use std::fmt::Write;
+use std::fmt;
 
 use kiln_memory::{BudgetSnapshot, PoolSnapshot};
 use kiln_synth::CircuitCacheStats;
@@ -8,6 +8,10 @@ use serde::Serialize;
 
 use crate::counters::BufferCounters;
 use crate::srs::SrsStatus;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeCounterValue, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
 
 /// Everything the engine can say about itself at one instant.
 #[derive(Clone, Debug, Serialize)]
@@ -85,106 +89,129 @@ pub struct JobTotals {
     pub partitions_proved: u64,
 }
 
+impl EngineStatus {
+    /// Writes the engine's metric families (buffers, memory, queues,
+    /// workers, parameters, jobs) through a Prometheus encoder: the
+    /// daemon's `/metrics` collects them from here on every scrape.
+    pub fn encode_metrics(&self, encoder: &mut DescriptorEncoder) -> fmt::Result {
+        let status = self;
+        let mut f = Families(encoder);
+        let one = |v: u64| vec![(Vec::new(), v)];
+        let b = &status.budget;
+        f.gauge("kiln_uptime_seconds", "Seconds since the engine started.", one(status.uptime_secs))?;
+        f.gauge("kiln_memory_budget_bytes", "The host memory budget.", one(b.total))?;
+        f.gauge("kiln_memory_reserved_bytes", "Bytes reserved from the budget, by class.",
+            b.reserved_by_class.iter().map(|(c, v)| (vec![("class", c.name().to_string())], v)).collect())?;
+        f.gauge("kiln_memory_reserved_peak_bytes", "Highest reserved bytes seen.", one(b.peak_reserved))?;
+        f.gauge("kiln_memory_waiting_reservations", "Reservations waiting for memory.", one(b.waiting_reservations as u64))?;
+        f.gauge("kiln_memory_waiting_bytes", "Bytes the waiting reservations ask for.", one(b.waiting_bytes))?;
+        let p = &status.pinned_pool;
+        f.gauge("kiln_pinned_pool_bytes", "Bytes of buffers the pool holds.", one(p.pinned_total_bytes))?;
+        f.gauge("kiln_pinned_pool_in_use_bytes", "Bytes of pool buffers checked out.", one(p.pinned_in_use_bytes))?;
+        f.gauge("kiln_pinned_pool_limit_bytes", "The pool's cap.", one(p.max_bytes))?;
+        f.gauge("kiln_pinned_pool_page_locked", "1 if pool buffers are page-locked.", one(p.page_locked as u64))?;
+        let stages = &status.buffers.stages;
+        let stage = |s: &crate::counters::StageCount| vec![("stage", s.stage.name().to_string())];
+        f.gauge("kiln_buffers", "Partitions holding buffers, by pipeline stage.", stages.iter().map(|s| (stage(s), s.count as u64)).collect())?;
+        f.gauge("kiln_buffer_bytes", "Bytes held by partitions, by pipeline stage.", stages.iter().map(|s| (stage(s), s.bytes)).collect())?;
+        f.gauge("kiln_buffers_synthesized_not_started_peak", "Most partitions ever synthesized but not started on a GPU.",
+            one(status.buffers.peak_synthesized_not_started as u64))?;
+        let q = |v: fn(&QueueStatus) -> usize| status.queues.iter().map(|q| (vec![("kind", q.kind_label.clone())], v(q) as u64)).collect();
+        f.gauge("kiln_jobs_pending", "Jobs waiting to start, by kind.", q(|q| q.pending_jobs))?;
+        f.gauge("kiln_jobs_in_progress", "Jobs in progress, by kind.", q(|q| q.in_progress_jobs))?;
+        f.gauge("kiln_partitions_pending", "Partitions waiting for synthesis, by kind.", q(|q| q.pending_partitions))?;
+        f.gauge("kiln_partitions_in_progress", "Partitions in progress, by kind.", q(|q| q.in_progress_partitions))?;
+        let w = &status.workers;
+        f.gauge("kiln_synthesis_workers", "Synthesis worker threads.", one(w.synthesis_workers as u64))?;
+        f.gauge("kiln_synthesis_critical_lane_workers", "Synthesis workers reserved for critical partitions.", one(w.critical_lane_workers as u64))?;
+        f.gauge("kiln_synthesis_workers_busy", "Synthesis workers holding a partition.", one(w.synthesis_busy as u64))?;
+        let gpu = |g: &GpuWorkerStatus| vec![("worker", g.index.to_string()), ("backend", g.backend.clone())];
+        f.gauge("kiln_gpu_worker_busy", "1 while a GPU worker proves a partition.",
+            w.gpu_workers.iter().map(|g| (gpu(g), g.current_job_id.is_some() as u64)).collect())?;
+        f.counter("kiln_gpu_worker_partitions_started", "Partitions started per GPU worker.",
+            w.gpu_workers.iter().map(|g| (gpu(g), g.partitions_started)).collect())?;
+        f.gauge("kiln_srs_bytes", "Size of each known parameter set, by tier.",
+            status.srs.iter().map(|s| (vec![("id", s.id.clone()), ("tier", s.tier.name().to_string())], s.size_bytes)).collect())?;
+        let per_device = |devices: fn(&SrsStatus) -> &Vec<String>| {
+            status.srs.iter().flat_map(|s| devices(s).iter().map(move |d| (vec![("id", s.id.clone()), ("device", d.clone())], 1))).collect()
+        };
+        f.gauge("kiln_srs_device_resident", "1 for each device holding a parameter set in its memory.", per_device(|s| &s.device_resident))?;
+        f.gauge("kiln_srs_device_streamed",
+            "1 for each device streaming part of a parameter set from the host per proof (it did not fit in VRAM).", per_device(|s| &s.device_streamed))?;
+        f.gauge("kiln_srs_ref_count", "Partitions using each parameter set.",
+            status.srs.iter().map(|s| (vec![("id", s.id.clone())], s.ref_count as u64)).collect())?;
+        let c = &status.circuits;
+        f.gauge("kiln_compiled_circuits", "Compiled circuits held.", one(c.circuits as u64))?;
+        f.gauge("kiln_compiled_circuits_bytes", "Memory the compiled circuits hold.", one(c.bytes as u64))?;
+        let path = |p: &str| vec![("path", p.to_string())];
+        f.counter("kiln_syntheses", "Partition syntheses by path.",
+            vec![(path("compile"), c.compiles), (path("compiled"), c.compiled_syntheses), (path("native"), c.native_syntheses), (path("ordinary"), c.plain_syntheses)])?;
+        f.counter("kiln_parallel_witness_syntheses",
+            "Compiled syntheses whose circuit segments (e.g. PoRep challenges) computed their witnesses in parallel.", one(c.segmented_syntheses))?;
+        let when = |w: &str| vec![("when", w.to_string())];
+        f.counter("kiln_compiled_rows", "Rows of a/b/c evaluated by compiled syntheses, while their witness still ran or after it.",
+            vec![(when("beside_witness"), c.rows_beside_witness), (when("after_witness"), c.rows_after_witness)])?;
+        f.counter("kiln_native_witness_rejections",
+            "Native witnesses that failed the check against the compiled R1CS; each partition was redone on the gadget path.", one(c.native_rejections))?;
+        f.counter("kiln_witness_seconds", "Wall time of witness computation, by path.",
+            vec![(path("compiled"), c.compiled_witness_ns as f64 * 1e-9), (path("native"), c.native_witness_ns as f64 * 1e-9)])?;
+        f.counter("kiln_compiled_circuit_refusals",
+            "Circuits not compiled (no memory, too large) or dropped (an instance changed shape).", one(c.refusals + c.structure_changes))?;
+        let j = &status.jobs;
+        let outcome = |o: &str| vec![("outcome", o.to_string())];
+        f.counter("kiln_jobs", "Jobs by how they ended (submitted counts every new job).", vec![
+            (outcome("submitted"), j.submitted),
+            (outcome("completed"), j.completed),
+            (outcome("failed"), j.failed),
+            (outcome("cancelled"), j.cancelled),
+        ])?;
+        f.gauge("kiln_jobs_in_flight", "Jobs not ended yet.", one(j.in_flight as u64))?;
+        f.counter("kiln_jobs_deadline_missed", "Jobs that ended after their deadline.", one(j.deadline_missed))?;
+        f.counter("kiln_partitions_proved", "Partitions proved and verified.", one(j.partitions_proved))
+    }
+}
+
+/// Label pairs of one sample.
+type Labels = Vec<(&'static str, String)>;
+
+/// Writes families of samples.
+struct Families<'a, 'e>(&'a mut DescriptorEncoder<'e>);
+
+impl Families<'_, '_> {
+    fn gauge(&mut self, name: &str, help: &str, samples: Vec<(Labels, u64)>) -> fmt::Result {
+        let mut family = self.0.encode_descriptor(name, help, None, MetricType::Gauge)?;
+        for (labels, value) in samples {
+            family.encode_family(&labels)?.encode_gauge(&value)?;
+        }
+        Ok(())
+    }
+
+    /// `name` without `_total`: the encoder adds it.
+    fn counter<V: EncodeCounterValue>(&mut self, name: &str, help: &str, samples: Vec<(Labels, V)>) -> fmt::Result {
+        let mut family = self.0.encode_descriptor(name, help, None, MetricType::Counter)?;
+        for (labels, value) in samples {
+            family.encode_family(&labels)?.encode_counter::<NoLabelSet, V, u64>(&value, None)?;
+        }
+        Ok(())
+    }
+}
+
+/// One status, as a collector (for [`prometheus_text`]).
+#[derive(Debug)]
+struct Snapshot(EngineStatus);
+
+impl Collector for Snapshot {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        self.0.encode_metrics(&mut encoder)
+    }
+}
+
 /// Renders `status` in the Prometheus text exposition format (0.0.4).
 pub(crate) fn prometheus_text(status: &EngineStatus) -> String {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(Snapshot(status.clone())));
     let mut out = String::new();
-    let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, f64)>| {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} {kind}");
-        for (labels, value) in samples {
-            let _ = writeln!(out, "{name}{labels} {value}");
-        }
-    };
-    let one = |v: f64| vec![(String::new(), v)];
-    let b = &status.budget;
-    family("kiln_uptime_seconds", "gauge", "Seconds since the engine started.", one(status.uptime_secs as f64));
-    family("kiln_memory_budget_bytes", "gauge", "The host memory budget.", one(b.total as f64));
-    family("kiln_memory_reserved_bytes", "gauge", "Bytes reserved from the budget, by class.",
-        b.reserved_by_class.iter().map(|(c, v)| (format!("{{class=\"{}\"}}", c.name()), v as f64)).collect());
-    family("kiln_memory_reserved_peak_bytes", "gauge", "Highest reserved bytes seen.", one(b.peak_reserved as f64));
-    family("kiln_memory_waiting_reservations", "gauge", "Reservations waiting for memory.", one(b.waiting_reservations as f64));
-    family("kiln_memory_waiting_bytes", "gauge", "Bytes the waiting reservations ask for.", one(b.waiting_bytes as f64));
-    let p = &status.pinned_pool;
-    family("kiln_pinned_pool_bytes", "gauge", "Bytes of buffers the pool holds.", one(p.pinned_total_bytes as f64));
-    family("kiln_pinned_pool_in_use_bytes", "gauge", "Bytes of pool buffers checked out.", one(p.pinned_in_use_bytes as f64));
-    family("kiln_pinned_pool_limit_bytes", "gauge", "The pool's cap.", one(p.max_bytes as f64));
-    family("kiln_pinned_pool_page_locked", "gauge", "1 if pool buffers are page-locked.", one(p.page_locked as u8 as f64));
-    let stages = &status.buffers.stages;
-    family("kiln_buffers", "gauge", "Partitions holding buffers, by pipeline stage.",
-        stages.iter().map(|s| (format!("{{stage=\"{}\"}}", s.stage.name()), s.count as f64)).collect());
-    family("kiln_buffer_bytes", "gauge", "Bytes held by partitions, by pipeline stage.",
-        stages.iter().map(|s| (format!("{{stage=\"{}\"}}", s.stage.name()), s.bytes as f64)).collect());
-    family("kiln_buffers_synthesized_not_started_peak", "gauge",
-        "Most partitions ever synthesized but not started on a GPU.", one(status.buffers.peak_synthesized_not_started as f64));
-    let q = |f: fn(&QueueStatus) -> usize| {
-        status.queues.iter().map(|q| (format!("{{kind=\"{}\"}}", escape(&q.kind_label)), f(q) as f64)).collect()
-    };
-    family("kiln_jobs_pending", "gauge", "Jobs waiting to start, by kind.", q(|q| q.pending_jobs));
-    family("kiln_jobs_in_progress", "gauge", "Jobs in progress, by kind.", q(|q| q.in_progress_jobs));
-    family("kiln_partitions_pending", "gauge", "Partitions waiting for synthesis, by kind.", q(|q| q.pending_partitions));
-    family("kiln_partitions_in_progress", "gauge", "Partitions in progress, by kind.", q(|q| q.in_progress_partitions));
-    let w = &status.workers;
-    family("kiln_synthesis_workers", "gauge", "Synthesis worker threads.", one(w.synthesis_workers as f64));
-    family("kiln_synthesis_critical_lane_workers", "gauge", "Synthesis workers reserved for critical partitions.",
-        one(w.critical_lane_workers as f64));
-    family("kiln_synthesis_workers_busy", "gauge", "Synthesis workers holding a partition.", one(w.synthesis_busy as f64));
-    family("kiln_gpu_worker_busy", "gauge", "1 while a GPU worker proves a partition.",
-        w.gpu_workers.iter().map(|g| (gpu_labels(g), g.current_job_id.is_some() as u8 as f64)).collect());
-    family("kiln_gpu_worker_partitions_started_total", "counter", "Partitions started per GPU worker.",
-        w.gpu_workers.iter().map(|g| (gpu_labels(g), g.partitions_started as f64)).collect());
-    family("kiln_srs_bytes", "gauge", "Size of each known parameter set, by tier.",
-        status.srs.iter().map(|s| (format!("{{id=\"{}\",tier=\"{}\"}}", escape(&s.id), s.tier.name()), s.size_bytes as f64)).collect());
-    family("kiln_srs_device_resident", "gauge", "1 for each device holding a parameter set in its memory.",
-        status.srs.iter().flat_map(|s| s.device_resident.iter().map(move |d| (format!("{{id=\"{}\",device=\"{}\"}}", escape(&s.id), escape(d)), 1.0))).collect());
-    family("kiln_srs_device_streamed", "gauge", "1 for each device streaming part of a parameter set from the host per proof (it did not fit in VRAM).",
-        status.srs.iter().flat_map(|s| s.device_streamed.iter().map(move |d| (format!("{{id=\"{}\",device=\"{}\"}}", escape(&s.id), escape(d)), 1.0))).collect());
-    family("kiln_srs_ref_count", "gauge", "Partitions using each parameter set.",
-        status.srs.iter().map(|s| (format!("{{id=\"{}\"}}", escape(&s.id)), s.ref_count as f64)).collect());
-    let c = &status.circuits;
-    family("kiln_compiled_circuits", "gauge", "Compiled circuits held.", one(c.circuits as f64));
-    family("kiln_compiled_circuits_bytes", "gauge", "Memory the compiled circuits hold.", one(c.bytes as f64));
-    family("kiln_syntheses_total", "counter", "Partition syntheses by path.", vec![
-        ("{path=\"compile\"}".into(), c.compiles as f64),
-        ("{path=\"compiled\"}".into(), c.compiled_syntheses as f64),
-        ("{path=\"native\"}".into(), c.native_syntheses as f64),
-        ("{path=\"ordinary\"}".into(), c.plain_syntheses as f64),
-    ]);
-    family("kiln_parallel_witness_syntheses_total", "counter",
-        "Compiled syntheses whose circuit segments (e.g. PoRep challenges) computed their witnesses in parallel.",
-        one(c.segmented_syntheses as f64));
-    family("kiln_compiled_rows_total", "counter",
-        "Rows of a/b/c evaluated by compiled syntheses, while their witness still ran or after it.", vec![
-        ("{when=\"beside_witness\"}".into(), c.rows_beside_witness as f64),
-        ("{when=\"after_witness\"}".into(), c.rows_after_witness as f64),
-    ]);
-    family("kiln_native_witness_rejections_total", "counter",
-        "Native witnesses that failed the check against the compiled R1CS; each partition was redone on the gadget path.",
-        one(c.native_rejections as f64));
-    family("kiln_witness_seconds_total", "counter", "Wall time of witness computation, by path.", vec![
-        ("{path=\"compiled\"}".into(), c.compiled_witness_ns as f64 * 1e-9),
-        ("{path=\"native\"}".into(), c.native_witness_ns as f64 * 1e-9),
-    ]);
-    family("kiln_compiled_circuit_refusals_total", "counter",
-        "Circuits not compiled (no memory, too large) or dropped (an instance changed shape).",
-        one((c.refusals + c.structure_changes) as f64));
-    let j = &status.jobs;
-    family("kiln_jobs_total", "counter", "Jobs by how they ended (submitted counts every new job).", vec![
-        ("{outcome=\"submitted\"}".into(), j.submitted as f64),
-        ("{outcome=\"completed\"}".into(), j.completed as f64),
-        ("{outcome=\"failed\"}".into(), j.failed as f64),
-        ("{outcome=\"cancelled\"}".into(), j.cancelled as f64),
-    ]);
-    family("kiln_jobs_in_flight", "gauge", "Jobs not ended yet.", one(j.in_flight as f64));
-    family("kiln_jobs_deadline_missed_total", "counter", "Jobs that ended after their deadline.", one(j.deadline_missed as f64));
-    family("kiln_partitions_proved_total", "counter", "Partitions proved and verified.", one(j.partitions_proved as f64));
+    // Writing into a String cannot fail.
+    let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &registry);
     out
-}
-
-fn gpu_labels(g: &GpuWorkerStatus) -> String {
-    format!("{{worker=\"{}\",backend=\"{}\"}}", g.index, escape(&g.backend))
-}
-
-/// Escapes a label value (backslash, quote, newline).
-fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }

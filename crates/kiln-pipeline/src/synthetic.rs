@@ -72,11 +72,7 @@ impl SyntheticJob {
                 .map(drop)
                 .map_err(|e| e.to_string())
         };
-        SrsSpec {
-            id: format!("synthetic-{}-2^{log_size}-{inputs}in", kind.name()),
-            path: params_dir.join(name),
-            generate: Some(Arc::new(generate)),
-        }
+        SrsSpec::generated(format!("synthetic-{}-2^{log_size}-{inputs}in", kind.name()), params_dir.join(name), Arc::new(generate))
     }
 }
 

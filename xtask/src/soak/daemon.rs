@@ -43,7 +43,7 @@ impl Spawned {
         let mut cmd = Command::new(kiln);
         cmd.arg("serve")
             .args(["--listen", &target.grpc, "--status-listen", &status.to_string()])
-            .arg("--params-dir")
+            .arg("--synthetic-params-dir")
             .arg(params_dir);
         for (k, v) in settings {
             cmd.args(["--set", &format!("{k}={v}")]);

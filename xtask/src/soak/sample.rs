@@ -243,7 +243,7 @@ pub fn parse_csv(text: &str) -> anyhow::Result<Vec<Sample>> {
         for g in 0..gpus {
             let i = 35 + 3 * g;
             if let (Some(busy), Some(mem_used), Some(mem_total)) = (opt(i)?, opt(i + 1)?, opt(i + 2)?) {
-                sample.gpus.push(GpuSample { index: g as u32, busy_percent: busy as u32, mem_used, mem_total });
+                sample.gpus.push(GpuSample { index: g as u32, busy_percent: busy as u32, mem_used, mem_total, temperature_celsius: None, power_milliwatts: None });
             }
         }
         out.push(sample);
@@ -258,7 +258,7 @@ mod tests {
     #[test]
     fn csv_rows_read_back() {
         let d = DaemonSample::from_status(&serde_json::from_str(STATUS).unwrap());
-        let full = Sample { t_s: 1.5, jobs_sent: 9, jobs_completed: 4, jobs_failed: 1, proofs_completed: 12, jobs_in_flight: 3, jobs_shed: 0, daemon: Some(d.clone()), gpus: vec![GpuSample { index: 0, busy_percent: 97, mem_used: 5, mem_total: 10 }] };
+        let full = Sample { t_s: 1.5, jobs_sent: 9, jobs_completed: 4, jobs_failed: 1, proofs_completed: 12, jobs_in_flight: 3, jobs_shed: 0, daemon: Some(d.clone()), gpus: vec![GpuSample { index: 0, busy_percent: 97, mem_used: 5, mem_total: 10, temperature_celsius: None, power_milliwatts: None }] };
         let bare = Sample { t_s: 2.5, daemon: None, gpus: vec![], ..full.clone() };
         let text = [csv_header(1), csv_row(&full, 1), csv_row(&bare, 1)].join("\n");
         let back = parse_csv(&text).unwrap();
@@ -312,7 +312,7 @@ mod tests {
     #[test]
     fn rows_have_as_many_cells_as_the_header() {
         let d = DaemonSample::from_status(&serde_json::from_str(STATUS).unwrap());
-        let gpu = GpuSample { index: 1, busy_percent: 80, mem_used: 5, mem_total: 10 };
+        let gpu = GpuSample { index: 1, busy_percent: 80, mem_used: 5, mem_total: 10, temperature_celsius: None, power_milliwatts: None };
         for (daemon, gpus) in [(Some(d), vec![gpu.clone()]), (None, vec![]), (None, vec![gpu])] {
             let s = Sample { t_s: 1.5, jobs_completed: 3, daemon, gpus, ..Default::default() };
             let header = csv_header(2);

@@ -32,6 +32,7 @@ use crate::msm::{msm_g1, msm_g2};
 use crate::params::ParamsFile;
 use crate::prover::{DeviceResidency, MsmResults, PendingMsms, PhaseTimings, ProverBackend};
 
+mod setup;
 mod srs;
 
 pub use srs::{GpuContext, ResidentInfo, DEFAULT_STREAM_CHUNK_BYTES};

@@ -157,6 +157,9 @@ impl GpuContext {
     }
 
     fn place_srs(&self, params: &ParamsFile, b_inputs: usize, stream: &GpuStream) -> Result<ResidentSrs, ProveError> {
+        if params.is_test_setup() {
+            return super::setup::place_test_setup(&self.device, params, b_inputs, stream);
+        }
         let shape = params.shape();
         let n_in = shape.num_inputs;
         if b_inputs > shape.b_g1_len || n_in > shape.a_len {
@@ -198,8 +201,11 @@ impl GpuContext {
                 }
             }
         }
-        let mut host = Vec::new();
-        let mut g1 = |i: usize| -> Result<Option<Points<DeviceG1>>, ProveError> {
+        // Resident sections go up a block at a time through one reused
+        // host block (96 MiB of G1): a production section (~12 GiB) is never
+        // decoded whole into host memory.
+        let dev = &self.device;
+        let g1 = |i: usize| -> Result<Option<Points<DeviceG1>>, ProveError> {
             let (section, range) = sections[i].clone();
             if range.is_empty() {
                 return Ok(None);
@@ -208,14 +214,17 @@ impl GpuContext {
                 validate(params, section, range.clone())?;
                 return Ok(Some(Points::Host { section, range }));
             }
-            params.g1_points(section, range, &mut host)?;
-            Ok(Some(Points::Device(self.device.upload_g1(stream, &host).map_err(gpu_err)?)))
+            let mut dst = dev.alloc_g1(stream, range.len()).map_err(gpu_err)?;
+            in_blocks(range.clone(), |block, host| {
+                params.g1_points(section, block.clone(), host)?;
+                dev.write_g1(stream, &mut dst, block.start - range.start, host).map_err(gpu_err)
+            })?;
+            Ok(Some(Points::Device(dst)))
         };
         let h = g1(0)?.expect("H is not empty");
         let l = g1(1)?.expect("L is not empty");
         let a_aux = g1(2)?;
         let b_g1_aux = g1(3)?;
-        drop(host);
         let b_g2_aux = match sections[4].1.clone() {
             r if r.is_empty() => None,
             r if !resident[4] => {
@@ -223,9 +232,12 @@ impl GpuContext {
                 Some(Points::Host { section: Section::BG2, range: r })
             }
             r => {
-                let mut h2 = Vec::new();
-                params.g2_points(r, &mut h2)?;
-                Some(Points::Device(self.device.upload_g2(stream, &h2).map_err(gpu_err)?))
+                let mut dst = dev.alloc_g2(stream, r.len()).map_err(gpu_err)?;
+                in_blocks(r.clone(), |block, host| {
+                    params.g2_points(block.clone(), host)?;
+                    dev.write_g2(stream, &mut dst, block.start - r.start, host).map_err(gpu_err)
+                })?;
+                Some(Points::Device(dst))
             }
         };
         let mut a_inputs = Vec::new();
@@ -245,22 +257,30 @@ impl GpuContext {
     }
 }
 
+/// Points decoded and uploaded at a time when a section is placed.
+const UPLOAD_BLOCK: usize = 1 << 20;
+
+/// `f(block, host)` for consecutive blocks of `range`, with one host
+/// vector reused for every block.
+fn in_blocks<P>(range: Range<usize>, mut f: impl FnMut(Range<usize>, &mut Vec<P>) -> Result<(), ProveError>) -> Result<(), ProveError> {
+    let mut host = Vec::new();
+    let mut at = range.start;
+    while at < range.end {
+        let block = at..(at + UPLOAD_BLOCK).min(range.end);
+        f(block.clone(), &mut host)?;
+        at = block.end;
+    }
+    Ok(())
+}
+
 /// Streamed points are sent in the file's encoding and converted on the
 /// device without checks, so they are checked here once, as the resident
 /// path's decoding checks them (on the curve, not infinity), a block at a
 /// time so no decoded copy is kept.
 fn validate(params: &ParamsFile, section: Section, range: Range<usize>) -> Result<(), ProveError> {
-    const BLOCK: usize = 1 << 20;
-    let (mut g1, mut g2) = (Vec::new(), Vec::new());
-    let mut at = range.start;
-    while at < range.end {
-        let block = at..(at + BLOCK).min(range.end);
-        if section == Section::BG2 {
-            params.g2_points(block.clone(), &mut g2)?;
-        } else {
-            params.g1_points(section, block.clone(), &mut g1)?;
-        }
-        at = block.end;
+    if section == Section::BG2 {
+        in_blocks(range, |block, g2| Ok(params.g2_points(block, g2)?))
+    } else {
+        in_blocks(range, |block, g1| Ok(params.g1_points(section, block, g1)?))
     }
-    Ok(())
 }

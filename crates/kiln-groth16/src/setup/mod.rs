@@ -1,7 +1,9 @@
 //! Parameter generation for circuits that have no published parameters
 //! (the built-in workloads, tests, benchmarks): a random setup (kiln's fast
 //! generator in [`fast`], or bellperson's), written once to a cache file in
-//! the standard format and mapped from then on.
+//! the standard format and mapped from then on; or, at sizes where a file
+//! is too large to make and keep, a [`test_setup`] held as scalars and
+//! turned into points on the GPU.
 //!
 //! These parameters come from a local random "ceremony": fine for tests,
 //! demos and benchmarks, never for production proofs.
@@ -18,7 +20,12 @@ use crate::error::{ParamsError, ProveError};
 use crate::params::ParamsFile;
 
 pub mod fast;
-pub use fast::{generate_fast, Progress};
+pub mod qap;
+pub mod table;
+pub mod test_setup;
+pub use fast::{generate_fast, Progress, Secrets, SetupScalars};
+pub use qap::{peak_bytes, Admit};
+pub use test_setup::{test_setup, test_setup_segmented};
 
 /// Generate random parameters for `circuit` (its witness is not needed) with
 /// kiln's generator.

@@ -9,7 +9,7 @@ use ff::{Field, PrimeField};
 /// Bit 31 of a term's variable marks a public input (else an aux variable).
 const INPUT_BIT: u32 = 1 << 31;
 /// Coefficient ids with a fast path: no multiplication.
-const COEFF_ONE: u32 = 0;
+pub(crate) const COEFF_ONE: u32 = 0;
 const COEFF_MINUS_ONE: u32 = 1;
 
 /// One non-zero entry of a row: 8 bytes, so a matrix streams through the
@@ -80,7 +80,21 @@ impl SparseRows {
         map_var: impl Fn(Var) -> Var,
         map_coeff: impl Fn(u32) -> u32,
     ) -> Result<(), CompileLimit> {
-        for r in 0..other.rows() {
+        self.append_rows_mapped(other, 0, map_var, map_coeff)
+    }
+
+    /// Append `other`'s rows from row `from` on, mapping each variable and
+    /// coefficient id.
+    pub(crate) fn append_rows_mapped(
+        &mut self,
+        other: &SparseRows,
+        from: usize,
+        map_var: impl Fn(Var) -> Var,
+        map_coeff: impl Fn(u32) -> u32,
+    ) -> Result<(), CompileLimit> {
+        self.terms.reserve(other.terms.len() - other.start[from.min(other.rows())] as usize);
+        self.start.reserve(other.rows().saturating_sub(from));
+        for r in from..other.rows() {
             for t in other.row(r) {
                 self.push(map_var(Var(t.var)), map_coeff(t.coeff));
             }

@@ -31,6 +31,7 @@ mod matrix;
 mod native;
 mod overlap;
 mod segmented;
+mod segmented_compile;
 mod witness;
 
 pub use matrix::CompileLimit;
@@ -108,14 +109,21 @@ impl CompiledR1cs {
             cs.enforce(|| "", |lc| lc + Variable::new_unchecked(Index::Input(i)), |lc| lc, |lc| lc);
         }
         cs.check_memory();
-        let CompilingCs { w, mut a, mut b, mut c, coeffs, limit, .. } = cs;
+        let CompilingCs { w, a, b, c, coeffs, limit, .. } = cs;
         if let Some(l) = limit {
             return Ok(Err(Retry::TooLarge(l, w.bufs)));
         }
+        let r1cs = Self::from_rows(w.input.len(), w.num_aux, [a, b, c], coeffs.into_values());
+        let asg = r1cs.evaluate(w, 0)?;
+        Ok(Ok((asg, r1cs)))
+    }
+
+    /// The compiled form of recorded matrices (every input's `x * 0 = 0`
+    /// row included).
+    fn from_rows(num_inputs: usize, num_aux: usize, [mut a, mut b, mut c]: [SparseRows; 3], coeffs: Vec<Scalar>) -> Self {
         for m in [&mut a, &mut b, &mut c] {
             m.shrink_to_fit();
         }
-        let (num_inputs, num_aux) = (w.input.len(), w.num_aux);
         let density = |m: &SparseRows, inputs: bool| {
             let mut d = Density::with_len(if inputs { num_inputs } else { num_aux });
             for r in 0..m.rows() {
@@ -128,7 +136,7 @@ impl CompiledR1cs {
             }
             d
         };
-        let r1cs = CompiledR1cs {
+        CompiledR1cs {
             num_inputs,
             num_aux,
             block_needs: overlap::block_needs([&a, &b, &c]),
@@ -138,10 +146,8 @@ impl CompiledR1cs {
             a,
             b,
             c,
-            coeffs: coeffs.into_values(),
-        };
-        let asg = r1cs.evaluate(w, 0)?;
-        Ok(Ok((asg, r1cs)))
+            coeffs,
+        }
     }
 
     pub(crate) fn try_synthesize<C: Circuit<Scalar>>(

@@ -56,10 +56,10 @@ impl<S: SegmentedCircuit> Circuit<Scalar> for Whole<'_, S> {
 
 /// Sizes of one part of a synthesis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Sizes {
-    inputs: usize,
-    aux: usize,
-    constraints: usize,
+pub(super) struct Sizes {
+    pub(super) inputs: usize,
+    pub(super) aux: usize,
+    pub(super) constraints: usize,
 }
 
 /// Runs one segment's part: checks the prefix's values as they are

@@ -118,3 +118,54 @@ fn a_prefix_that_differs_in_a_segment_is_caught() {
     let s = cache.stats();
     assert_eq!((s.structure_changes, s.plain_syntheses, s.segmented_syntheses), (1, 1, 0));
 }
+
+/// Recorded segment by segment on every core, a circuit compiles to the
+/// matrices its whole recording gives: later instances (even, uneven
+/// segments) synthesize to the ordinary assignment, and the compile's own
+/// assignment is the ordinary one too.
+#[test]
+fn compiling_segments_in_parallel_gives_the_whole_circuits_matrices() {
+    use super::CompiledR1cs;
+    use std::sync::atomic::AtomicU64;
+    for (segments, len, uneven) in [(3, 2, false), (7, 30, false), (16, 3, false), (5, 4, true)] {
+        let c = Chains { seed: 1, segments, len, uneven, lie: false };
+        let (first, r1cs) = match CompiledR1cs::try_compile_segmented(&c, AssignmentBuffers::heap(), usize::MAX, &AtomicU64::new(0), &AtomicU64::new(0)).unwrap() {
+            Ok(done) => done,
+            Err(_) => panic!("{segments} segments: not compiled"),
+        };
+        let (_, whole) = CompiledR1cs::compile(Whole(&c), AssignmentBuffers::heap()).unwrap();
+        assert_eq!(r1cs.shape(), whole.shape(), "{segments} segments");
+        assert_eq!(r1cs.nnz(), whole.nnz(), "{segments} segments");
+        assert_same(&first, &synthesize(Whole(&c), AssignmentBuffers::heap()).unwrap());
+        for seed in 2..4 {
+            let c = Chains { seed, ..c };
+            let got = r1cs.synthesize(Whole(&c), AssignmentBuffers::heap()).unwrap();
+            assert_same(&got, &synthesize(Whole(&c), AssignmentBuffers::heap()).unwrap());
+            got.check_satisfied().unwrap();
+        }
+    }
+}
+
+/// While one worker compiles a segmented circuit (its memory admitted),
+/// another waits for the compiled form instead of synthesizing the
+/// ordinary way on one core beside it.
+#[test]
+fn a_second_worker_waits_for_a_segmented_compile() {
+    let cache = CircuitCache::unbounded();
+    let slow = Chains { seed: 1, segments: 4, len: 20_000, uneven: false, lie: false };
+    std::thread::scope(|s| {
+        let first = s.spawn(|| cache.context("wait", usize::MAX).synthesize_segmented(&slow, AssignmentBuffers::heap()).unwrap());
+        while !cache.is_compiling("wait") && !first.is_finished() {
+            std::thread::yield_now();
+        }
+        // Past its (immediate) admission: the second worker must wait, or
+        // find the compile done; either way it never goes the ordinary way.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let c = Chains { seed: 2, ..slow };
+        let got = cache.context("wait", usize::MAX).synthesize_segmented(&c, AssignmentBuffers::heap()).unwrap();
+        assert_same(&got, &synthesize(Whole(&c), AssignmentBuffers::heap()).unwrap());
+        first.join().unwrap();
+    });
+    let st = cache.stats();
+    assert_eq!((st.compiles, st.compiled_syntheses, st.plain_syntheses), (1, 1, 0), "{st:?}");
+}

@@ -109,3 +109,45 @@ pub fn run_kind(
     }
     Ok(side)
 }
+
+/// What `n` jobs submitted at once showed.
+pub struct Steady {
+    pub jobs: usize,
+    /// First completion to last, over `jobs - 1`: the time per proof once
+    /// the pipeline is full (the first job's fill is outside it).
+    pub per_proof_ms: f64,
+    /// All `jobs` from submission to the last answer.
+    pub total_ms: f64,
+    /// Mean GPU busy % between the first and the last completion (NVML), if a GPU is watched.
+    pub gpu_busy: Option<f64>,
+}
+
+/// `n` jobs of `payload` submitted at once (n >= 2), each answer verified
+/// by filecoin-proofs: the steady-state time per proof.
+pub fn run_steady(setup: &KilnSetup, payload: &Payload, job: &Arc<dyn JobSource>, n: usize) -> Result<Steady> {
+    let engine = Engine::start(setup.config.clone(), setup.backends.clone()).context("starting kiln's engine")?;
+    let busy = crate::busy::BusyRecorder::start();
+    let t0 = Instant::now();
+    let ids: Vec<String> = (0..n)
+        .map(|i| engine.submit(JobRequest::new(format!("{}-steady-{i}", job.kind_label()), Priority::Normal, job.clone())).map(|s| s.job_id))
+        .collect::<Result<_, _>>()?;
+    let mut done = Vec::new();
+    for id in &ids {
+        match engine.wait_blocking(id, None) {
+            JobOutcome::Completed { proof, .. } => {
+                done.push(Instant::now());
+                kiln_filecoin::verify::verify(payload, &proof).map_err(|e| anyhow::anyhow!("kiln's {} steady proof {id}: {e}", job.kind_label()))?;
+            }
+            other => bail!("kiln's {} steady job {id} ended {}: {other:?}", job.kind_label(), other.name()),
+        }
+    }
+    let total_ms = ms(t0.elapsed());
+    engine.shutdown_blocking(Duration::from_secs(30));
+    done.sort();
+    let (first, last) = (done[0], done[done.len() - 1]);
+    let gpu_busy = busy.map(|b| b.stop()).and_then(|samples| {
+        let window: Vec<f64> = samples.iter().filter(|(t, _)| *t >= first && *t <= last).map(|(_, b)| f64::from(*b)).collect();
+        (!window.is_empty()).then(|| window.iter().sum::<f64>() / window.len() as f64)
+    });
+    Ok(Steady { jobs: n, per_proof_ms: ms(last - first) / (n - 1).max(1) as f64, total_ms, gpu_busy })
+}

@@ -34,7 +34,8 @@ use serde_json::json;
 
 #[path = "../../bench_support.rs"]
 mod bench_support;
-mod cpu_clock;
+#[path = "../bench-groth16/busy.rs"]
+mod busy;
 mod kiln_side;
 mod peer;
 mod report;
@@ -83,6 +84,22 @@ struct Args {
     /// Write table.md, results.json and proofs.jsonl here.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Prove against test setups kept in this directory where a kind's
+    /// `.params` file is absent (production sizes on a test machine; see
+    /// kiln_filecoin::test_setup). It is also filecoin-proofs' parameter
+    /// cache for the run: its verifiers read the `.vk` kiln writes there.
+    /// The peer is skipped (it needs the `.params` files).
+    #[arg(long)]
+    test_setup: Option<PathBuf>,
+    /// After the one-at-a-time proofs, this many jobs of each kind
+    /// submitted at once (at least 2): the steady-state time per proof and
+    /// the GPU busy % while they run.
+    #[arg(long, default_value_t = 0)]
+    steady: usize,
+    /// kiln's memory budget (e.g. `100GiB`); default the engine's (host
+    /// memory less a margin). The peak RSS is reported against it.
+    #[arg(long)]
+    memory_budget: Option<String>,
 }
 
 static START: OnceLock<Instant> = OnceLock::new();
@@ -126,7 +143,18 @@ fn kiln_setup(args: &Args) -> Result<KilnSetup> {
         }
         other => bail!("unknown --backend {other:?} (auto, gpu or cpu)"),
     };
-    Ok(KilnSetup { backends, config: EngineConfig::default(), description })
+    let mut config = EngineConfig::default();
+    if let Some(b) = &args.memory_budget {
+        config.memory_budget_bytes = Some(kiln_filecoin::registered::parse_sector_size(b).map_err(|e| anyhow!("--memory-budget: {e}"))?);
+    }
+    Ok(KilnSetup { backends, config, description })
+}
+
+/// The process's peak resident set (VmHWM), bytes.
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: u64 = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kb * 1024)
 }
 
 /// Makes every payload's parameter set exist, the missing ones generated
@@ -134,6 +162,11 @@ fn kiln_setup(args: &Args) -> Result<KilnSetup> {
 /// sets' single-threaded phases then overlap).
 fn ensure_params(payloads: &[Payload]) -> Result<()> {
     let sets = payloads.iter().map(kiln_side::param_set_for).collect::<Result<Vec<_>, _>>().map_err(|e| anyhow!(e))?;
+    // Test setups are made by the engine when it first needs them.
+    let (sets, test_setups): (Vec<_>, Vec<_>) = sets.into_iter().partition(|(set, _)| set.test_setup_dir().is_none());
+    for (set, name) in &test_setups {
+        progress(&format!("{name} ({}): no .params file; proved against a TEST SETUP in {}", set.label, set.test_setup_dir().expect("partitioned").display()));
+    }
     let missing = sets.iter().filter(|(set, _)| !set.params_path().exists()).count();
     let finished = AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -215,9 +248,14 @@ fn main() -> Result<()> {
         .init();
     let args = Args::parse();
     // filecoin-proofs reads its settings once, at first use: set before any.
+    if let Some(dir) = &args.test_setup {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        kiln_filecoin::test_setup::set_dir(Some(dir.canonicalize()?));
+    }
     let cache = args
-        .param_cache
+        .test_setup
         .clone()
+        .or_else(|| args.param_cache.clone())
         .or_else(|| std::env::var_os("FIL_PROOFS_PARAMETER_CACHE").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("/var/tmp/filecoin-proof-parameters"));
     std::fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
@@ -247,6 +285,8 @@ fn main() -> Result<()> {
     });
     let peer_skip = if args.no_peer {
         Some("--no-peer".to_string())
+    } else if args.test_setup.is_some() {
+        Some("--test-setup (the peer needs the .params files)".to_string())
     } else if !gpu_present {
         Some("no GPU on this machine (SupraSeal needs CUDA and a device)".to_string())
     } else if peer_bin.is_none() {
@@ -276,7 +316,7 @@ fn main() -> Result<()> {
         let label = job.kind_label().to_string();
         let (_, registered) = kiln_side::param_set_for(p).map_err(|e| anyhow!(e))?;
         progress(&format!("== {label} ({registered}, {} partition(s)): kiln", job.num_partitions()));
-        let kiln = kiln_side::run_kind(&setup, p, &job, args.warmup, args.timed, &mut |k| {
+        let mut kiln = kiln_side::run_kind(&setup, p, &job, args.warmup, args.timed, &mut |k| {
             progress(&format!(
                 "kiln {label} {} {}: {:.1} ms (synthesis {:.1} + prover {:.1}); verified by filecoin-proofs in {:.1} ms",
                 k.mode, k.index, k.ms, k.synthesis_ms, k.prove_ms, k.verify_ms
@@ -287,6 +327,22 @@ fn main() -> Result<()> {
             }));
         })
         .with_context(|| format!("kiln on {label}"))?;
+        if args.steady >= 2 {
+            progress(&format!("== {label}: kiln, {} jobs at once (steady state)", args.steady));
+            let st = kiln_side::run_steady(&setup, p, &job, args.steady).with_context(|| format!("kiln steady {label}"))?;
+            let busy = st.gpu_busy.map_or("no GPU watched".into(), |b| format!("GPU busy {b:.0} %"));
+            let note = format!(
+                "steady state: {} jobs at once, {:.1} ms per proof between the first and the last answer ({:.0} proofs/hour), {busy}; all {} in {:.1} s, every proof verified by filecoin-proofs",
+                st.jobs,
+                st.per_proof_ms,
+                3.6e6 / st.per_proof_ms,
+                st.jobs,
+                st.total_ms / 1e3
+            );
+            progress(&format!("kiln {label} {note}"));
+            out.line(json!({"prover": "kiln", "kind": label, "mode": "steady", "jobs": st.jobs, "per_proof_ms": st.per_proof_ms, "gpu_busy": st.gpu_busy, "total_ms": st.total_ms}));
+            kiln.notes.push(note);
+        }
         let peer = match (&peer_skip, &peer_bin) {
             (None, Some(bin)) => {
                 progress(&format!("== {label}: SupraSeal"));
@@ -313,6 +369,10 @@ fn main() -> Result<()> {
     }
     if let Some(d) = &args.out {
         println!("wrote {}/table.md, results.json, proofs.jsonl", d.display());
+    }
+    let budget = setup.config.memory_budget_bytes.map_or("the engine's default".to_string(), |b| format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64));
+    if let Some(peak) = peak_rss() {
+        println!("peak RSS of this process: {:.1} GiB (memory budget {budget})", peak as f64 / (1u64 << 30) as f64);
     }
     progress("done");
     if reports.iter().any(|r| matches!(r.peer, PeerOutcome::Failed { .. })) {

@@ -30,8 +30,10 @@ use kiln_synth::{AssignmentBuffers, CircuitCache, CircuitCacheStats};
 use rayon::prelude::*;
 use serde_json::json;
 
-use crate::cpu_clock;
 use crate::report::median;
+
+#[path = "cpu_clock.rs"]
+mod cpu_clock;
 
 /// One kind's synthesis times (ms).
 pub struct SynthTimes {
