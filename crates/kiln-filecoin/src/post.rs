@@ -6,6 +6,8 @@
 
 use std::sync::Arc;
 
+use bellperson::{Circuit, ConstraintSystem, SynthesisError};
+use blstrs::Scalar as Fr;
 use filecoin_hashers::{Domain, Hasher};
 use filecoin_proofs::parameters::{window_post_public_params, winning_post_public_params};
 use filecoin_proofs::{
@@ -13,7 +15,7 @@ use filecoin_proofs::{
 };
 use filecoin_proofs_api::RegisteredPoStProof;
 use kiln_pipeline::{JobSource, SrsSpec};
-use kiln_synth::{Assignment, AssignmentBuffers, SynthContext, SynthError};
+use kiln_synth::{Assignment, AssignmentBuffers, SegmentedCircuit, SynthContext, SynthError};
 use storage_proofs_core::compound_proof::CompoundProof;
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_post::fallback::{self, FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound, PublicSector};
@@ -71,9 +73,39 @@ fn param_set_of<Tree: 'static + MerkleTreeTrait>(config: &PoStConfig) -> Result<
     let cache_id = config.get_cache_identifier::<Tree>().map_err(|e| format!("PoSt cache id: {e:#}"))?;
     let size = u64::from(config.sector_size);
     let label = format!("{:?}PoSt {}", config.typ, sector_size_name(size));
-    Ok(ParamSet::new(cache_id, size, label, move || {
-        <FallbackPoStCompound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::blank_circuit(&pub_params)
-    }))
+    let blank = Arc::new(move || <FallbackPoStCompound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::blank_circuit(&pub_params));
+    let sectors = blank.clone();
+    // The test setup from the sectors on every core: a WindowPoSt
+    // partition of 2349 sectors is ~125M constraints, minutes on one thread.
+    Ok(ParamSet::new(cache_id, size, label, move || blank())
+        .with_segmented_test_setup(move |seed, admit| kiln_groth16::setup::test_setup_segmented(&PostSectors(sectors()), seed, admit)))
+}
+
+/// A FallbackPoSt circuit as segments, one per sector with no shared prefix
+/// (the sectors do not depend on one another), so that its compile, its
+/// gadget-path witness and its test setup run on every core. The whole is
+/// the circuit filecoin-proofs synthesizes (its `synthesize_default`: the
+/// sectors in order; namespaces do not change the constraints).
+struct PostSectors<Tree: MerkleTreeTrait>(FallbackPoStCircuit<Tree>);
+
+impl<Tree: 'static + MerkleTreeTrait> PostSectors<Tree> {
+    fn sector<CS: ConstraintSystem<Fr>>(&self, cs: &mut CS, k: usize) -> Result<(), SynthesisError> {
+        (&self.0.sectors[k]).synthesize(&mut cs.namespace(|| format!("sector_{k}")))
+    }
+}
+
+impl<Tree: 'static + MerkleTreeTrait> SegmentedCircuit for PostSectors<Tree> {
+    fn segments(&self) -> usize {
+        self.0.sectors.len()
+    }
+
+    fn synthesize_whole<CS: ConstraintSystem<Fr>>(&self, cs: &mut CS) -> Result<(), SynthesisError> {
+        (0..self.segments()).try_for_each(|k| self.sector(cs, k))
+    }
+
+    fn synthesize_part<CS: ConstraintSystem<Fr>>(&self, cs: &mut CS, segment: Option<usize>) -> Result<(), SynthesisError> {
+        segment.map_or(Ok(()), |k| self.sector(cs, k))
+    }
 }
 
 struct PostJob<Tree: 'static + MerkleTreeTrait> {
@@ -142,21 +174,20 @@ impl<Tree: 'static + MerkleTreeTrait> JobSource for PostJob<Tree> {
         let _span = tracing::debug_span!("post_partition", kind = self.label, partition = ?self.pub_inputs.k).entered();
         // The public inputs hold this partition's sectors only, so the
         // circuit takes chunk 0 of them (as filecoin-proofs' single-partition prover does).
-        let build = || {
-            <FallbackPoStCompound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::circuit(
-                &self.pub_inputs,
-                Default::default(),
-                &self.partition,
-                &self.pub_params,
-                Some(i),
-            )
-            .map_err(|e| circuit_error(format!("{} circuit: {e:#}", self.label)))
-        };
+        let circuit = <FallbackPoStCompound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::circuit(
+            &self.pub_inputs,
+            Default::default(),
+            &self.partition,
+            &self.pub_params,
+            Some(i),
+        )
+        .map_err(|e| circuit_error(format!("{} circuit: {e:#}", self.label)))?;
+        let sectors = PostSectors(circuit);
         // The native generator takes the same sectors the circuit takes.
-        let sectors = self.pub_inputs.sectors.chunks(self.pub_params.sector_count).nth(i).unwrap_or(&[]);
+        let public = self.pub_inputs.sectors.chunks(self.pub_params.sector_count).nth(i).unwrap_or(&[]);
         ctx.synthesize_native(
-            |w| crate::native::post::write_partition::<Tree>(w, sectors, &self.partition),
-            |ctx, buffers| ctx.synthesize(build, buffers),
+            |w| crate::native::post::write_partition::<Tree>(w, public, &self.partition),
+            |ctx, buffers| ctx.synthesize_segmented(&sectors, buffers),
             buffers,
         )
     }

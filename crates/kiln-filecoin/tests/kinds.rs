@@ -79,16 +79,16 @@ fn window_post_is_proved_by_kiln_and_accepted_by_filecoin_proofs() {
     let params = params_of(&*j);
     let shape = j.partition_shape(&params, 0);
     let buffers = || AssignmentBuffers::heap_with_capacity(shape.domain(), shape.num_aux);
-    // The compiled gadget path (WindowPoSt's circuit synthesizes its
-    // sectors in sub-systems appended with `extend`) gives what ordinary
-    // synthesis gives. (The native path: native_post.rs.)
+    // The compiled gadget path (its sectors compiled and synthesized as
+    // segments on every core) gives what ordinary synthesis gives. (The
+    // native path: native_post.rs.)
     let plain = j.synthesize(0, buffers(), SynthContext::plain()).unwrap();
     let cache = CircuitCache::unbounded();
     let gadget = || cache.context(&spec.id, usize::MAX).with_native(false);
     j.synthesize(0, buffers(), gadget()).unwrap();
     let assignment = j.synthesize(0, buffers(), gadget()).unwrap();
     let stats = cache.stats();
-    assert_eq!((stats.compiles, stats.compiled_syntheses, stats.plain_syntheses), (1, 1, 0), "{stats:?}");
+    assert_eq!((stats.compiles, stats.compiled_syntheses, stats.segmented_syntheses, stats.plain_syntheses), (1, 1, 1, 0), "{stats:?}");
     assert_eq!(assignment.shape(), plain.shape());
     assert!(assignment.a() == plain.a() && assignment.b() == plain.b() && assignment.c() == plain.c());
     assert!(assignment.aux() == plain.aux() && assignment.input == plain.input);
