@@ -105,30 +105,47 @@ impl GpuDevice {
     }
 
     /// a, b, c = A.w, B.w, C.w for the witness `w = (inputs, aux)` (device
-    /// vectors at least as long as the circuit's), as vectors of `domain`
-    /// elements, and the first row where a*b != c. Waits for the result.
+    /// vectors at least as long as the circuit's), as new vectors of
+    /// `domain` elements, and the first row where a*b != c. Waits for the
+    /// result.
     pub fn r1cs_products(&self, s: &GpuStream, m: &DeviceR1cs, inputs: &DeviceScalars, aux: &DeviceScalars, domain: usize) -> Result<DeviceProducts, GpuError> {
-        if inputs.len() < m.num_inputs || aux.len() < m.num_aux || domain < m.rows {
+        if domain < m.rows {
+            return Err(GpuError::InvalidArgument(format!("products of {} rows into a domain of {domain}", m.rows)));
+        }
+        let fresh = || -> Result<DeviceScalars, GpuError> {
+            // SAFETY: `r1cs_products_into` writes every element (rows by the
+            // kernel, the rest zeroed) before anything reads them, and u64
+            // limbs have no invalid values.
+            let buf = unsafe { s.alloc::<u64>(domain.max(1) * 4) }?;
+            Ok(DeviceScalars { buf })
+        };
+        let (mut a, mut b, mut c) = (fresh()?, fresh()?, fresh()?);
+        let first_unsatisfied = self.r1cs_products_into(s, m, inputs, aux, [&mut a, &mut b, &mut c])?;
+        Ok(DeviceProducts { a, b, c, first_unsatisfied })
+    }
+
+    /// [`r1cs_products`](Self::r1cs_products) into `out` (three vectors of
+    /// one length, at least the circuit's rows; elements past the rows are
+    /// zeroed), returning the first row where a*b != c.
+    pub fn r1cs_products_into(&self, s: &GpuStream, m: &DeviceR1cs, inputs: &DeviceScalars, aux: &DeviceScalars, out: [&mut DeviceScalars; 3]) -> Result<Option<usize>, GpuError> {
+        let len = out[0].len();
+        if inputs.len() < m.num_inputs || aux.len() < m.num_aux || len < m.rows || out.iter().any(|o| o.len() != len) {
             return Err(GpuError::InvalidArgument(format!(
-                "products of {} rows over {} inputs and {} aux: given {} inputs, {} aux, a domain of {domain}",
+                "products of {} rows over {} inputs and {} aux: given {} inputs, {} aux, outputs of {:?} elements",
                 m.rows,
                 m.num_inputs,
                 m.num_aux,
                 inputs.len(),
-                aux.len()
+                aux.len(),
+                out.iter().map(|o| o.len()).collect::<Vec<_>>()
             )));
         }
-        let fresh = || -> Result<DeviceScalars, GpuError> {
-            // SAFETY: rows 0..m.rows are written by the launches below (each
-            // launch covers its rows completely) before anything reads them,
-            // and the rest is zeroed here; u64 limbs have no invalid values.
-            let mut buf = unsafe { s.alloc::<u64>(domain.max(1) * 4) }?;
-            if domain.max(1) > m.rows {
-                s.memset_zeros(&mut buf.slice_mut(m.rows * 4..))?;
+        let [a, b, c] = out;
+        if len > m.rows {
+            for o in [&mut *a, &mut *b, &mut *c] {
+                s.memset_zeros(&mut o.buf.slice_mut(m.rows * 4..))?;
             }
-            Ok(DeviceScalars { buf })
-        };
-        let (a, b, c) = (fresh()?, fresh()?, fresh()?);
+        }
         let first_bad = s.clone_htod(&[u32::MAX])?;
         let kernel = match m.width {
             IdWidth::U8 => &self.k.r1cs_products_u8,
@@ -153,8 +170,8 @@ impl GpuDevice {
             // coeffs, Fr* out_a, Fr* out_b, Fr* out_c, u32 first, u32 end,
             // u32* first_bad), Csr's id width the kernel's. Every offset,
             // column and id was checked against these lengths at upload
-            // (inputs and aux were checked above), the outputs hold `domain`
-            // >= rows elements, and everything outlives the synchronize below.
+            // (inputs, aux and the outputs were checked above), and
+            // everything outlives the synchronize below.
             unsafe {
                 launch(s, kernel, blocks(hi - lo, THREADS), THREADS, &[
                     Arg::Csr(csr(ma)),
@@ -175,8 +192,7 @@ impl GpuDevice {
         }
         let bad = s.clone_dtoh(&first_bad)?;
         s.synchronize()?;
-        let first_unsatisfied = bad.first().copied().filter(|&r| r != u32::MAX).map(|r| r as usize);
-        Ok(DeviceProducts { a, b, c, first_unsatisfied })
+        Ok(bad.first().copied().filter(|&r| r != u32::MAX).map(|r| r as usize))
     }
 }
 

@@ -82,6 +82,10 @@ proptest! {
         let check = |r: Result<(), SynthError>| match r { Ok(()) => None, Err(SynthError::Unsatisfied { index, .. }) => Some(index), Err(e) => panic!("{e}") };
         prop_assert_eq!(check(got.check_satisfied()), check(plain.check_satisfied()));
         prop_assert_eq!(cache.stats().deferred_products, 1);
+        // Growable buffers stay empty: nothing is written to a/b/c.
+        let heap = ctx.with_deferred_products(&r1cs).synthesize(|| Ok(c(w2)), AssignmentBuffers::heap()).unwrap();
+        prop_assert!(heap.aux() == plain.aux());
+        prop_assert!([&heap.buffers.a, &heap.buffers.b, &heap.buffers.c].iter().all(|b| b.as_slice().is_empty()));
     }
 }
 

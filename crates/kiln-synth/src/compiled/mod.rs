@@ -193,8 +193,9 @@ impl CompiledR1cs {
         let mut cs = WitnessCs::with_buffers(buffers);
         // Every buffer at its final size before the witness starts: the
         // evaluator reads aux while it is written, so nothing may grow.
+        // (Deferred products need no a/b/c at all.)
         let bufs = &mut cs.bufs;
-        let sized = [&mut bufs.a, &mut bufs.b, &mut bufs.c].into_iter().all(|b| b.as_slice().len() >= n || b.try_grow(n))
+        let sized = (defer.is_some() || [&mut bufs.a, &mut bufs.b, &mut bufs.c].into_iter().all(|b| b.as_slice().len() >= n || b.try_grow(n)))
             && (bufs.aux.as_slice().len() >= self.num_aux || bufs.aux.try_grow(self.num_aux));
         let mut evaluated = 0;
         if sized && defer.is_none() && overlap::enabled() {
