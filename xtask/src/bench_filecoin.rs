@@ -23,7 +23,7 @@ use kiln_filecoin::registered::{is_test_sector_size, parse_sector_size, sector_s
 use rand::SeedableRng;
 
 use crate::bench_groth16::Peer;
-use crate::peer_build::{build_peer, build_xtask_bin, copy_stripped, kernels_and_cuda_root, mib, run_ok, target_dir};
+use crate::peer_build::{build_peer, build_xtask_bin, carry, kernels_and_cuda_root, mib, run_ok, target_dir};
 
 /// The carried directory must fit the GPU machine's transfer limit (64 MiB, with room).
 const CARRY_LIMIT: u64 = 60 << 20;
@@ -55,7 +55,7 @@ pub struct Args {
 }
 
 /// The payloads of `size` in `dir`, sealed and proved here (seconds) when any is missing.
-fn ensure_inputs(size: u64, dir: &Path, seed: u64) -> Result<Vec<PathBuf>> {
+pub(crate) fn ensure_inputs(size: u64, dir: &Path, seed: u64) -> Result<Vec<PathBuf>> {
     let files: Vec<PathBuf> = PayloadKind::ALL.iter().map(|k| dir.join(k.file_name())).collect();
     if files.iter().all(|f| f.exists()) {
         return Ok(files);
@@ -89,23 +89,6 @@ mkdir -p "$out"
     )
 }
 
-fn carry(dir: &Path, driver: &Path, peer: &Path, inputs: &[PathBuf], size: &str) -> Result<u64> {
-    std::fs::create_dir_all(dir.join("inputs"))?;
-    let mut total = 0;
-    for bin in [driver, peer] {
-        let n = copy_stripped(bin, dir)?;
-        eprintln!("xtask bench filecoin: {} ({:.1} MiB stripped)", bin.file_name().unwrap_or_default().to_string_lossy(), mib(n));
-        total += n;
-    }
-    for f in inputs {
-        total += std::fs::copy(f, dir.join("inputs").join(f.file_name().unwrap_or_default()))?;
-    }
-    let script = dir.join("run.sh");
-    std::fs::write(&script, run_sh(size))?;
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
-    Ok(total + std::fs::metadata(&script)?.len())
-}
-
 pub fn run(args: Args) -> Result<()> {
     let Peer::Supraseal = args.peer;
     let root = crate::workspace_root();
@@ -124,7 +107,7 @@ pub fn run(args: Args) -> Result<()> {
         let driver = build_xtask_bin(&root, &target, "bench-filecoin")?;
         let default_dir = if size == 8 << 20 { ".gpu-fil8".to_string() } else { format!(".gpu-fil-{name}") };
         let dir = args.out.clone().unwrap_or_else(|| root.join(default_dir));
-        let total = carry(&dir, &driver, &peer, &inputs, &name)?;
+        let total = carry(&dir, &[&driver, &peer], &inputs, &run_sh(&name))?;
         eprintln!("xtask bench filecoin: {} holds {:.1} MiB in all (binaries, {name} inputs, run.sh)", dir.display(), mib(total));
         if total > CARRY_LIMIT {
             bail!("{} holds {:.1} MiB, over the {:.0} MiB a GPU run can carry", dir.display(), mib(total), mib(CARRY_LIMIT));

@@ -10,6 +10,8 @@
 //!   (`--build-only` puts the binaries for a GPU machine without Rust in `.gpu-peer/`)
 //! - `cargo xtask bench filecoin --peer supraseal`  kiln against filecoin-proofs' SupraSeal path on
 //!   the four Filecoin kinds (`--build-only`: binaries, 8 MiB inputs and run.sh in `.gpu-fil8/`)
+//! - `cargo xtask bench latency`  critical jobs' latency unloaded and under a full bulk load, kiln's
+//!   critical lane on and off (`--build-only`: the driver, 8 MiB inputs and run.sh in `.gpu-latency/`)
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -18,10 +20,12 @@ mod bench_cpu;
 mod bench_filecoin;
 mod bench_groth16;
 mod bench_kernels;
+mod bench_latency;
 mod gen_vanilla;
 mod kernels;
 mod peer_build;
 mod soak;
+mod stats;
 
 #[derive(Parser)]
 #[command(name = "cargo xtask", about = "kiln's build, benchmark and CI tasks")]
@@ -55,6 +59,8 @@ enum BenchSuite {
     Groth16(bench_groth16::Args),
     /// kiln against filecoin-proofs' SupraSeal path on PoRep C2, SnapDeals, WindowPoSt and WinningPoSt: same inputs, one run.
     Filecoin(bench_filecoin::Args),
+    /// Critical jobs' latency unloaded and under a full bulk load, with kiln's critical lane and without.
+    Latency(bench_latency::Args),
 }
 
 fn main() -> Result<()> {
@@ -67,6 +73,7 @@ fn main() -> Result<()> {
             BenchSuite::Kernels(args) => bench_kernels::run(args),
             BenchSuite::Groth16(args) => bench_groth16::run(args),
             BenchSuite::Filecoin(args) => bench_filecoin::run(args),
+            BenchSuite::Latency(args) => bench_latency::run(args),
         },
     }
 }

@@ -160,6 +160,26 @@ pub fn copy_stripped(bin: &Path, dir: &Path) -> Result<u64> {
     Ok(std::fs::metadata(&dest)?.len())
 }
 
+/// Fills `dir` with what a GPU machine without Rust runs: the stripped
+/// `binaries`, `inputs` under `inputs/`, and `script` as `run.sh`; returns
+/// the bytes it holds.
+pub fn carry(dir: &Path, binaries: &[&Path], inputs: &[PathBuf], script: &str) -> Result<u64> {
+    std::fs::create_dir_all(dir.join("inputs"))?;
+    let mut total = 0;
+    for bin in binaries {
+        let n = copy_stripped(bin, dir)?;
+        eprintln!("xtask: {} ({:.1} MiB stripped)", bin.file_name().unwrap_or_default().to_string_lossy(), mib(n));
+        total += n;
+    }
+    for f in inputs {
+        total += std::fs::copy(f, dir.join("inputs").join(f.file_name().unwrap_or_default()))?;
+    }
+    let run = dir.join("run.sh");
+    std::fs::write(&run, script)?;
+    std::fs::set_permissions(&run, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    Ok(total + std::fs::metadata(&run)?.len())
+}
+
 pub fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1u64 << 20) as f64
 }

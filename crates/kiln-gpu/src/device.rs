@@ -84,6 +84,17 @@ impl GpuDevice {
     pub fn new_stream(&self) -> Result<GpuStream, GpuError> {
         Ok(self.ctx.new_stream()?)
     }
+
+    /// A new stream at the device's highest priority: when SMs free up, the
+    /// scheduler starts its pending blocks before those of ordinary streams
+    /// (running blocks are not preempted, so a kernel on it waits at most
+    /// for the blocks already running elsewhere to end).
+    pub fn new_urgent_stream(&self) -> Result<GpuStream, GpuError> {
+        self.ctx.bind_to_thread()?;
+        // (least, greatest): the greatest priority is the smallest number.
+        let (_, greatest) = cudarc::driver::result::stream::get_priority_range()?;
+        Ok(self.ctx.new_stream_with_priority(greatest)?)
+    }
 }
 
 /// The device time of the work queued on a stream between [`begin`] and

@@ -34,6 +34,17 @@ impl ProverBackend for CpuBackend {
         1.0
     }
 
+    fn device(&self) -> String {
+        "cpu".into()
+    }
+
+    /// Another CPU backend: it keeps no state, and its work runs on the
+    /// rayon pool of the thread that calls it, so what makes it urgent is
+    /// the pool its caller runs it in.
+    fn urgent_worker(&self) -> Result<Option<Arc<dyn ProverBackend>>, ProveError> {
+        Ok(Some(Arc::new(CpuBackend)))
+    }
+
     fn start(&self, params: &Arc<ParamsFile>, asg: Assignment) -> Result<Box<dyn PendingMsms>, ProveError> {
         let mut t = PhaseTimings::default();
         let shape = params.shape();

@@ -119,6 +119,18 @@ pub trait ProverBackend: Send + Sync {
         let _ = params_id;
         0
     }
+    /// What the work runs on ("cpu", "gpu0"): workers reporting the same
+    /// device share it. Default: the worker's name.
+    fn device(&self) -> String {
+        self.name()
+    }
+    /// A new worker on the same device for deadline work, whose work goes
+    /// ahead of this one's (a GPU worker's streams at the device's highest
+    /// priority), for a pipeline to give only its urgent proofs.
+    /// `Ok(None)`: this backend has no such worker. Default: none.
+    fn urgent_worker(&self) -> Result<Option<Arc<dyn ProverBackend>>, ProveError> {
+        Ok(None)
+    }
 }
 
 /// One parameter set held in one device's memory.

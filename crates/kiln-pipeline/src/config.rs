@@ -25,19 +25,46 @@ pub struct EngineConfig {
     pub synthesis_workers: usize,
     /// Extra synthesis workers that take only `Critical` partitions, so a
     /// critical job never waits for a worker busy with a large partition.
-    /// They draw memory from the same budget (first come, first served),
-    /// so under memory pressure a critical partition still waits for the
-    /// reservations queued before it. Default 1.
+    /// (Ordinary workers take critical partitions too when they are free;
+    /// a critical partition runs in the critical lane whoever takes it.)
+    /// Default 1.
     pub critical_lane_workers: usize,
+    /// Bytes of the memory budget kept for critical partitions: bulk
+    /// reservations never take them, so a critical partition that needs
+    /// no more (buffers, scratch and, unless already loaded, its
+    /// parameters) never waits for memory bulk jobs hold. Bulk jobs must
+    /// fit in the budget less this. Default: 1 GiB (a 32 GiB WinningPoSt
+    /// partition and its parameters on a GPU host), at most an eighth of
+    /// the budget.
+    pub critical_reserve_bytes: Option<u64>,
+    /// Threads of the critical lane's own rayon pool, which runs critical
+    /// partitions' synthesis and CPU prover work; 0 runs them in the bulk
+    /// pool. Default: the cores (critical work is short and, with
+    /// `bulk_nice`, takes the cores ahead of bulk threads).
+    pub critical_threads: usize,
+    /// Threads of the bulk rayon pool, which runs bulk partitions'
+    /// synthesis and CPU prover work. Default: the cores.
+    pub bulk_threads: usize,
+    /// Nice steps (0..=19) the bulk pool's threads run below the process,
+    /// so the kernel schedules critical threads first (Linux; ignored
+    /// elsewhere). Default 10.
+    pub bulk_nice: i32,
+    /// Prover workers per device that take only critical partitions, on
+    /// the device's highest-priority streams (a backend that has no such
+    /// worker gets none, and its ordinary workers take critical partitions
+    /// first). Default 1.
+    pub critical_prover_workers: usize,
     /// Synthesized partitions the GPU queue holds before synthesis workers
-    /// block (0 = hand-off only). Default 1.
+    /// block (0 = hand-off only), and as many critical ones again (a
+    /// critical partition never waits for room behind bulk ones). Default 1.
     pub gpu_queue_depth: usize,
     /// Times a partition is synthesized and proved again after the prover
     /// failed on it in a way a faulty device could cause (a backend error
     /// or panic, a proof that did not verify); after that its job fails.
     /// Synthesis errors are never retried. Default 1.
     pub partition_retries: u32,
-    /// Threads that assemble and verify proofs off the GPU workers. Default 2.
+    /// Threads that assemble and verify bulk proofs off the GPU workers
+    /// (one more always takes only critical ones). Default 2.
     pub finalizer_threads: usize,
     /// The host memory budget; `None` sizes it from the host (RAM or cgroup
     /// limit) minus `memory_margin_bytes`.
@@ -90,6 +117,11 @@ impl Default for EngineConfig {
         EngineConfig {
             synthesis_workers: (cores * 3 / 4).clamp(1, 32),
             critical_lane_workers: 1,
+            critical_reserve_bytes: None,
+            critical_threads: cores,
+            bulk_threads: cores,
+            bulk_nice: 10,
+            critical_prover_workers: 1,
             gpu_queue_depth: 1,
             partition_retries: 1,
             finalizer_threads: 2,
@@ -116,6 +148,17 @@ impl EngineConfig {
         }
         if self.finalizer_threads == 0 {
             return Err("finalizer_threads must be at least 1".into());
+        }
+        if self.bulk_threads == 0 {
+            return Err("bulk_threads must be at least 1".into());
+        }
+        if !(0..=19).contains(&self.bulk_nice) {
+            return Err(format!("bulk_nice must be 0..=19, not {}", self.bulk_nice));
+        }
+        if let (Some(reserve), Some(budget)) = (self.critical_reserve_bytes, self.memory_budget_bytes) {
+            if reserve >= budget {
+                return Err(format!("critical_reserve_bytes ({reserve}) must be less than memory_budget_bytes ({budget})"));
+            }
         }
         if let Some(r) = self.backend_scratch_ratio.filter(|r| !(r.is_finite() && *r >= 0.0)) {
             return Err(format!("backend_scratch_ratio must be a non-negative number, not {r}"));

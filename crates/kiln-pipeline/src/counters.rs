@@ -69,8 +69,10 @@ pub struct BufferCounters {
     pub stages: Vec<StageCount>,
     /// The most partitions ever synthesized but not yet started on a GPU
     /// (`synthesized_waiting + in_gpu_queue`). Bounded by
-    /// `synthesis_workers + critical_lane_workers + gpu_queue_depth`: the
-    /// synthesis permit is held until the GPU queue takes the partition.
+    /// `synthesis_workers + critical_lane_workers + 2 * gpu_queue_depth`
+    /// (the GPU queue has that room for bulk and again for critical
+    /// partitions): the synthesis permit is held until the GPU queue takes
+    /// the partition.
     pub peak_synthesized_not_started: usize,
 }
 

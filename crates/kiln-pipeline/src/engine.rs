@@ -13,15 +13,17 @@ use kiln_memory::{MemoryBudget, PinnedPool};
 use kiln_synth::CircuitCache;
 use parking_lot::Mutex;
 
+use crate::admission::check_fits;
 use crate::buffers::PartitionFootprint;
 use crate::config::EngineConfig;
 use crate::counters::StageCounters;
 use crate::job::{JobOutcome, JobRequest, SrsSpec, SubmitError, Submitted};
 use crate::jobs::Job;
+use crate::lanes::{Lane, Lanes};
 use crate::queue::WorkQueue;
 use crate::srs::{EvictResult, PreloadResult, SrsManager, SrsStatus};
 use crate::status::{prometheus_text, EngineStatus, GpuWorkerStatus, JobTotals, QueueStatus, WorkerStatus};
-use crate::workers::{self, Proving, Synthesized, PartitionTask};
+use crate::workers::{self, PartitionTask, Proving, Synthesized, Takes};
 
 /// The engine could not start, or an SRS operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -50,10 +52,13 @@ pub(crate) struct Shared {
     pub(crate) synth_queue: WorkQueue<PartitionTask>,
     pub(crate) gpu_queue: WorkQueue<Synthesized>,
     pub(crate) final_queue: WorkQueue<Proving>,
-    /// Held by the one synthesis worker acquiring memory (parameters, pool
-    /// buffer, reservation), so two workers never each hold part of what
-    /// both need: whoever waits at the gate holds nothing.
+    /// Held by the one bulk synthesis worker acquiring memory (parameters,
+    /// pool buffer, reservation), so two workers never each hold part of
+    /// what both need: whoever waits at the gate holds nothing (the
+    /// critical lane has its own: see `acquire.rs`).
     pub(crate) acquire_gate: Mutex<()>,
+    /// What the critical lane owns: its reserve, pool, gate and threads.
+    pub(crate) lanes: Lanes,
     jobs: Mutex<Registry>,
     pub(crate) gpu_workers: Vec<Mutex<GpuWorkerStatus>>,
     /// The workers' backends, for device residency (status, eviction).
@@ -185,8 +190,16 @@ impl Engine {
             .map_err(|e| EngineError::Memory(e.to_string()))?;
         let pool_cap = config.pinned_pool_bytes.unwrap_or(budget.total()).min(budget.total());
         let pool = if config.pin_host_buffers { PinnedPool::new(&budget, pool_cap) } else { PinnedPool::pageable(&budget, pool_cap) };
+        let lanes = Lanes::new(&config, &budget, pool_cap).map_err(EngineError::Config)?;
         let backends: Vec<Arc<dyn ProverBackend>> =
             if backends.is_empty() { vec![Arc::new(kiln_groth16::CpuBackend)] } else { backends };
+        let urgent = crate::lanes::urgent_workers(&backends, config.critical_prover_workers);
+        // The ordinary workers, then the critical lane's: one status entry each.
+        let workers: Vec<(Arc<dyn ProverBackend>, Takes)> = {
+            let bulk = if urgent.is_empty() { Takes::Any } else { Takes::Only(Lane::Bulk) };
+            let ordinary = backends.iter().map(|b| (b.clone(), bulk));
+            ordinary.chain(urgent.into_iter().map(|b| (b, Takes::Only(Lane::Critical)))).collect()
+        };
         // Unless configured, reserve what the hungriest backend says it needs.
         config.backend_scratch_ratio.get_or_insert_with(|| backends.iter().map(|b| b.host_scratch_ratio()).fold(0.0, f64::max));
         let shared = Arc::new(Shared {
@@ -197,17 +210,19 @@ impl Engine {
             gpu_queue: WorkQueue::new(Some(config.gpu_queue_depth.max(1))),
             final_queue: WorkQueue::new(None),
             acquire_gate: Mutex::new(()),
+            lanes,
             jobs: Mutex::new(Registry::default()),
-            gpu_workers: backends
+            gpu_workers: workers
                 .iter()
                 .enumerate()
-                .map(|(index, b)| {
+                .map(|(index, (b, takes))| {
                     Mutex::new(GpuWorkerStatus {
                         index,
                         backend: b.name(),
                         current_job_id: None,
                         current_kind_label: None,
                         partitions_started: 0,
+                        critical_only: *takes == Takes::Only(Lane::Critical),
                     })
                 })
                 .collect(),
@@ -223,23 +238,7 @@ impl Engine {
             config,
         });
         let engine = Engine { handle: Arc::new(Handle { shared: shared.clone() }) };
-        let mut threads = Vec::new();
-        for i in 0..shared.config.synthesis_workers {
-            let s = shared.clone();
-            threads.push(std::thread::Builder::new().name(format!("kiln-synth-{i}")).spawn(move || workers::synthesis_worker(s, false))?);
-        }
-        for i in 0..shared.config.critical_lane_workers {
-            let s = shared.clone();
-            threads.push(std::thread::Builder::new().name(format!("kiln-synth-crit-{i}")).spawn(move || workers::synthesis_worker(s, true))?);
-        }
-        for (i, backend) in backends.into_iter().enumerate() {
-            let s = shared.clone();
-            threads.push(std::thread::Builder::new().name(format!("kiln-gpu-{i}")).spawn(move || workers::gpu_worker(s, i, backend))?);
-        }
-        for i in 0..shared.config.finalizer_threads {
-            let s = shared.clone();
-            threads.push(std::thread::Builder::new().name(format!("kiln-final-{i}")).spawn(move || workers::finalizer(s))?);
-        }
+        let threads = workers::spawn_all(&shared, workers)?;
         *shared.threads.lock() = threads;
         let snap = shared.budget.snapshot();
         tracing::info!(
@@ -248,6 +247,7 @@ impl Engine {
             page_locked = shared.pool.is_page_locked(),
             synthesis_workers = shared.config.synthesis_workers,
             gpu_workers = shared.gpu_workers.len(),
+            critical_reserve_bytes = shared.lanes.reserve_bytes,
             gpu_queue_depth = shared.config.gpu_queue_depth.max(1),
             "kiln engine started"
         );
@@ -294,7 +294,10 @@ impl Engine {
                 .map(|shape| PartitionFootprint::of(shape, &shared.config))
                 .max_by_key(PartitionFootprint::total)
                 .expect("at least one partition");
-            check_fits(shared, &spec, params.size_bytes(), &worst).map_err(SubmitError::TooLarge)?;
+            check_fits(shared, Lane::of(req.priority), &spec, params.size_bytes(), &worst).map_err(SubmitError::TooLarge)?;
+            if Lane::of(req.priority) == Lane::Critical {
+                shared.lanes.note_critical_need(source.kind_label(), params.size_bytes() + worst.total());
+            }
         } else if spec.generate.is_none() && spec.open.is_none() {
             return Err(SubmitError::Invalid(format!(
                 "parameters {:?} not found at {} (and no way to generate them)",
@@ -407,7 +410,8 @@ impl Engine {
         shared.srs.ensure_file(&spec).map_err(EngineError::Srs)?;
         // A preload is one more acquirer of memory: take the gate like a worker.
         let _gate = shared.acquire_gate.lock();
-        let lease = shared.srs.lease(&spec, || shared.is_stopping()).map_err(EngineError::Srs)?.ok_or(EngineError::ShutDown)?;
+        let lease =
+            shared.srs.lease(&spec, &shared.budget, || shared.is_stopping()).map_err(EngineError::Srs)?.ok_or(EngineError::ShutDown)?;
         drop(lease); // hot and idle: cached until evicted
         Ok(PreloadResult { already_loaded: false, load_time: started.elapsed() })
     }
@@ -450,9 +454,13 @@ impl Engine {
             q.in_progress_partitions += started - proved;
         }
         let t = &shared.totals;
+        let budget = shared.budget.snapshot();
+        let gpu_workers: Vec<GpuWorkerStatus> = shared.gpu_workers.iter().map(|w| w.lock().clone()).collect();
+        let lanes = shared.lanes.status(&shared.config, &budget, gpu_workers.iter().filter(|w| w.critical_only).count());
         EngineStatus {
             uptime_secs: shared.started.elapsed().as_secs(),
-            budget: shared.budget.snapshot(),
+            budget,
+            lanes,
             pinned_pool: shared.pool.snapshot(),
             buffers: shared.counters.snapshot(),
             queues: queues.into_values().collect(),
@@ -461,7 +469,7 @@ impl Engine {
                 critical_lane_workers: shared.config.critical_lane_workers,
                 synthesis_busy: shared.synthesis_busy.load(Ordering::Relaxed),
                 gpu_queue_depth: shared.config.gpu_queue_depth.max(1),
-                gpu_workers: shared.gpu_workers.iter().map(|w| w.lock().clone()).collect(),
+                gpu_workers,
                 finalizer_threads: shared.config.finalizer_threads,
             },
             srs: with_device_residency(shared.srs.statuses(), &shared.backends),
@@ -537,32 +545,6 @@ impl Engine {
             self.shared().end_job(job, JobOutcome::Cancelled);
         }
     }
-}
-
-/// Whether a partition of `footprint` with parameters of `srs_bytes` can
-/// ever run; the message says what does not fit.
-pub(crate) fn check_fits(shared: &Shared, spec: &SrsSpec, srs_bytes: u64, footprint: &PartitionFootprint) -> Result<(), String> {
-    let total = shared.budget.total();
-    let need = srs_bytes + footprint.total();
-    if need > total {
-        return Err(format!(
-            "one partition needs {} (a/b/c/aux buffers {}, prover scratch {}, bookkeeping {}) plus {} for parameters {:?}, \
-             but the memory budget is {}",
-            mib(need), mib(footprint.buffer_bytes), mib(footprint.scratch_bytes), mib(footprint.overhead_bytes),
-            mib(srs_bytes), spec.id, mib(total)
-        ));
-    }
-    if footprint.buffer_bytes > shared.pool.max_bytes() {
-        return Err(format!(
-            "one partition's a/b/c/aux buffers need {} but the buffer pool is capped at {}",
-            mib(footprint.buffer_bytes), mib(shared.pool.max_bytes())
-        ));
-    }
-    Ok(())
-}
-
-fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
 }
 
 /// Forgets jobs that ended more than `retention` ago.

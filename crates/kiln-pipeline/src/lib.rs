@@ -18,12 +18,20 @@
 //!    for a worker busy with a large partition.
 //! 3. It hands the partition to the bounded GPU queue, **holding its permit
 //!    (itself) until the queue accepts it**: at most `synthesis_workers +
-//!    critical_lane_workers + gpu_queue_depth` partitions are ever
-//!    synthesized but not started.
+//!    critical_lane_workers + 2 * gpu_queue_depth` partitions are ever
+//!    synthesized but not started (critical partitions have their own room).
 //! 4. A GPU worker runs `prove_start`; when it returns the pool buffer is
 //!    back in the pool and the reservation shrinks to bookkeeping.
 //! 5. A finalizer runs `finish` (assembly + verification); the job's proofs
 //!    are packed by [`JobSource::finalize`] in partition order.
+//!
+//! Partitions of `Critical` jobs run in the **critical lane** (deadline
+//! work such as WinningPoSt): their own acquire gate, a reserve in the
+//! budget bulk work leaves free, their own buffer pool, rayon pool, prover
+//! workers (high-priority GPU streams) and finalizer, while bulk work runs
+//! in a rayon pool of lowered OS priority; so a critical job takes about as
+//! long under a full bulk load as on an idle engine (`EngineConfig`'s
+//! `critical_*` and `bulk_*` settings).
 //!
 //! Every buffer is counted by [`Stage`] (see [`EngineStatus::buffers`]);
 //! a failure or panic in one partition fails its job only.
@@ -44,6 +52,8 @@
 //! # Ok(()) }
 //! ```
 
+mod acquire;
+mod admission;
 mod buffers;
 mod circuits;
 mod config;
@@ -51,6 +61,8 @@ mod counters;
 mod engine;
 mod job;
 mod jobs;
+mod lanes;
+mod nice;
 mod queue;
 mod srs;
 mod status;
@@ -66,4 +78,4 @@ pub use job::{
     shape_from_params, JobOutcome, JobRequest, JobSource, JobTimings, Priority, SrsGenerator, SrsOpener, SrsSpec, SubmitError, Submitted,
 };
 pub use srs::{EvictResult, PreloadResult, SrsStatus, SrsTier};
-pub use status::{EngineStatus, GpuWorkerStatus, JobTotals, QueueStatus, WorkerStatus};
+pub use status::{EngineStatus, GpuWorkerStatus, JobTotals, LaneStatus, QueueStatus, WorkerStatus};

@@ -3,10 +3,13 @@
 //!
 //! One type serves the synthesis queue (unbounded), the GPU queue (bounded:
 //! a full queue blocks the synthesis worker that holds the partition, which
-//! is the point) and the finalizer queue.
+//! is the point) and the finalizer queue. A bounded queue bounds `Critical`
+//! entries and the others separately, so a critical partition never waits
+//! for room behind bulk ones; takers may take only some priorities and get
+//! the most urgent entry among those (a bulk-only taker is not held up by a
+//! critical entry at the head).
 
-use std::cmp::Ordering as CmpOrdering;
-use std::collections::BinaryHeap;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
@@ -17,33 +20,30 @@ use crate::job::Priority;
 /// then partition index.
 pub(crate) type Order = (u64, usize);
 
-struct Entry<T> {
-    priority: Priority,
-    order: Order,
-    item: T,
-}
-
-impl<T> PartialEq for Entry<T> {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == CmpOrdering::Equal
-    }
-}
-impl<T> Eq for Entry<T> {}
-impl<T> PartialOrd for Entry<T> {
-    fn partial_cmp(&self, other: &Self) -> Option<CmpOrdering> {
-        Some(self.cmp(other))
-    }
-}
-impl<T> Ord for Entry<T> {
-    /// The max-heap's top is the highest priority, then the lowest order.
-    fn cmp(&self, other: &Self) -> CmpOrdering {
-        self.priority.cmp(&other.priority).then_with(|| other.order.cmp(&self.order))
-    }
-}
-
 struct State<T> {
-    heap: BinaryHeap<Entry<T>>,
+    /// One map per priority level (index: `Priority as usize`), each in
+    /// `Order`, then push order for equal orders.
+    levels: [BTreeMap<(Order, u64), T>; 4],
+    pushed: u64,
     closed: bool,
+}
+
+impl<T> State<T> {
+    fn level(p: Priority) -> usize {
+        p as usize
+    }
+
+    /// Entries that share a capacity with one of `priority`: the critical
+    /// ones, or all the others.
+    fn lane_len(&self, priority: Priority) -> usize {
+        let critical = priority == Priority::Critical;
+        Priority::ALL.iter().filter(|&&p| (p == Priority::Critical) == critical).map(|&p| self.levels[Self::level(p)].len()).sum()
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.levels.iter().map(BTreeMap::len).sum()
+    }
 }
 
 /// A priority queue shared by threads.
@@ -59,16 +59,19 @@ pub(crate) struct WorkQueue<T> {
 const RECHECK: Duration = Duration::from_millis(50);
 
 impl<T> WorkQueue<T> {
-    /// A queue that holds at most `capacity` entries (`None`: unbounded).
+    /// A queue that holds at most `capacity` critical entries and
+    /// `capacity` others (`None`: unbounded).
     pub(crate) fn new(capacity: Option<usize>) -> Self {
         assert!(capacity != Some(0), "a bounded queue needs room for one entry");
-        WorkQueue { state: Mutex::new(State { heap: BinaryHeap::new(), closed: false }), not_empty: Condvar::new(), not_full: Condvar::new(), capacity }
+        let state = State { levels: Default::default(), pushed: 0, closed: false };
+        WorkQueue { state: Mutex::new(state), not_empty: Condvar::new(), not_full: Condvar::new(), capacity }
     }
 
-    /// Adds `item`, waiting while the queue is full. `on_accept` runs under
-    /// the queue's lock just before the item becomes visible to takers (so
-    /// a counter moved there is exact). Gives the item back if `abort()`
-    /// turns true or the queue is closed before there is room.
+    /// Adds `item`, waiting while its part of the queue is full.
+    /// `on_accept` runs under the queue's lock just before the item becomes
+    /// visible to takers (so a counter moved there is exact). Gives the
+    /// item back if `abort()` turns true or the queue is closed before
+    /// there is room.
     pub(crate) fn push(
         &self,
         priority: Priority,
@@ -82,9 +85,11 @@ impl<T> WorkQueue<T> {
             if s.closed || abort() {
                 return Err(item);
             }
-            if self.capacity.is_none_or(|cap| s.heap.len() < cap) {
+            if self.capacity.is_none_or(|cap| s.lane_len(priority) < cap) {
                 on_accept(&mut item);
-                s.heap.push(Entry { priority, order, item });
+                let seq = s.pushed;
+                s.pushed += 1;
+                s.levels[State::<T>::level(priority)].insert((order, seq), item);
                 // All: a taker that only wants some priorities must not
                 // swallow the wake-up meant for one that takes anything.
                 self.not_empty.notify_all();
@@ -96,23 +101,26 @@ impl<T> WorkQueue<T> {
 
     /// Takes the most urgent entry, waiting while the queue is empty;
     /// `on_take` runs under the lock. `None` once the queue is closed.
+    #[cfg(test)]
     pub(crate) fn pop(&self, on_take: impl FnOnce(&mut T)) -> Option<T> {
         self.pop_if(|_| true, on_take)
     }
 
-    /// Takes the most urgent entry once there is one whose priority `wanted`
-    /// accepts (waiting until then). `None` once the queue is closed.
+    /// Takes the most urgent entry among those whose priority `wanted`
+    /// accepts (waiting until there is one). `None` once the queue is closed.
     pub(crate) fn pop_if(&self, wanted: impl Fn(Priority) -> bool, on_take: impl FnOnce(&mut T)) -> Option<T> {
         let mut s = self.state.lock();
         loop {
             if s.closed {
                 return None;
             }
-            if s.heap.peek().is_some_and(|top| wanted(top.priority)) {
-                let mut e = s.heap.pop().expect("peeked");
-                on_take(&mut e.item);
-                self.not_full.notify_one();
-                return Some(e.item);
+            let level = Priority::ALL.iter().rev().filter(|&&p| wanted(p)).map(|&p| State::<T>::level(p)).find(|&l| !s.levels[l].is_empty());
+            if let Some(l) = level {
+                let (_, mut item) = s.levels[l].pop_first().expect("not empty");
+                on_take(&mut item);
+                // All: the freed place may belong to either lane's pushers.
+                self.not_full.notify_all();
+                return Some(item);
             }
             self.not_empty.wait(&mut s);
         }
@@ -122,24 +130,28 @@ impl<T> WorkQueue<T> {
     /// entry `pred` selects.
     pub(crate) fn remove_where(&self, mut pred: impl FnMut(&T) -> bool) -> Vec<T> {
         let mut s = self.state.lock();
-        let (removed, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut s.heap).into_iter().partition(|e| pred(&e.item));
-        s.heap = kept.into();
+        let mut removed = Vec::new();
+        for level in &mut s.levels {
+            let keys: Vec<_> = level.iter().filter(|(_, item)| pred(item)).map(|(k, _)| *k).collect();
+            removed.extend(keys.iter().filter_map(|k| level.remove(k)));
+        }
         if !removed.is_empty() {
             self.not_full.notify_all();
         }
-        removed.into_iter().map(|e| e.item).collect()
+        removed
     }
 
     /// Entries at `priority` or more urgent: those a new entry at
     /// `priority` would wait behind.
     pub(crate) fn count_ahead(&self, priority: Priority) -> usize {
-        self.state.lock().heap.iter().filter(|e| e.priority >= priority).count()
+        let s = self.state.lock();
+        Priority::ALL.iter().filter(|&&p| p >= priority).map(|&p| s.levels[State::<T>::level(p)].len()).sum()
     }
 
     /// Entries now.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.state.lock().heap.len()
+        self.state.lock().len()
     }
 
     /// Wakes blocked pushers so they re-check their abort condition.
@@ -154,7 +166,8 @@ impl<T> WorkQueue<T> {
         s.closed = true;
         self.not_full.notify_all();
         self.not_empty.notify_all();
-        std::mem::take(&mut s.heap).into_iter().map(|e| e.item).collect()
+        let levels = std::mem::take(&mut s.levels);
+        levels.into_iter().flat_map(BTreeMap::into_values).collect()
     }
 }
 
@@ -226,5 +239,29 @@ mod tests {
                 prop_assert!(a.0 > b.0 || (a.0 == b.0 && (a.1, a.2) <= (b.1, b.2)));
             }
         }
+    }
+
+    #[test]
+    fn a_taker_of_some_priorities_gets_the_most_urgent_of_those() {
+        let q = WorkQueue::new(None);
+        let push = |p, o: Order, v: &'static str| q.push(p, o, v, || false, |_| {}).unwrap();
+        push(Priority::Critical, (0, 0), "c");
+        push(Priority::Low, (1, 0), "l");
+        push(Priority::High, (2, 0), "h");
+        let bulk = |p: Priority| p != Priority::Critical;
+        assert_eq!(q.pop_if(bulk, |_| {}), Some("h"), "the critical head does not hold up a bulk taker");
+        assert_eq!(q.pop_if(bulk, |_| {}), Some("l"));
+        assert_eq!(q.pop(|_| {}), Some("c"));
+    }
+
+    #[test]
+    fn critical_entries_have_their_own_room_in_a_bounded_queue() {
+        let q = WorkQueue::new(Some(1));
+        q.push(Priority::Normal, (0, 0), "bulk", || false, |_| {}).unwrap();
+        assert_eq!(q.push(Priority::High, (1, 0), "more bulk", || true, |_| {}), Err("more bulk"), "the bulk place is taken");
+        q.push(Priority::Critical, (2, 0), "critical", || false, |_| {}).expect("a critical entry does not wait for bulk room");
+        assert_eq!(q.push(Priority::Critical, (3, 0), "second", || true, |_| {}), Err("second"));
+        assert_eq!(q.count_ahead(Priority::High), 1);
+        assert_eq!(q.len(), 2);
     }
 }

@@ -244,17 +244,23 @@ impl SrsManager {
         Ok(e.params.get_or_insert(params).clone())
     }
 
-    /// Makes the parameters hot (reserving their size, evicting idle ones if
-    /// needed) and leases them. Gives up with `Ok(None)` when `abort()` turns
-    /// true while waiting for memory.
-    pub(crate) fn lease(self: &Arc<Self>, spec: &SrsSpec, abort: impl Fn() -> bool) -> Result<Option<SrsLease>, String> {
+    /// Makes the parameters hot (reserving their size through `budget`, the
+    /// engine's budget or its priority handle, evicting idle ones if
+    /// needed) and leases them. Gives up with `Ok(None)` when `abort()`
+    /// turns true while waiting for memory.
+    pub(crate) fn lease(
+        self: &Arc<Self>,
+        spec: &SrsSpec,
+        budget: &MemoryBudget,
+        abort: impl Fn() -> bool,
+    ) -> Result<Option<SrsLease>, String> {
         let params = self.probe(spec)?;
         if let Some(lease) = self.try_lease_hot(&spec.id) {
             return Ok(Some(lease));
         }
         let size = params.size_bytes();
         let started = Instant::now();
-        let reserve = self.budget.reserve(size, MemoryClass::Srs);
+        let reserve = budget.reserve(size, MemoryClass::Srs);
         let tick = || self.relieve(Some(&spec.id), started.elapsed());
         let reservation = match block_on_abortable(reserve, &abort, tick) {
             None => return Ok(None),

@@ -31,6 +31,34 @@ pub struct EngineStatus {
     /// Compiled circuits and how partitions were synthesized.
     pub circuits: CircuitCacheStats,
     pub jobs: JobTotals,
+    /// What the critical lane holds apart from bulk work.
+    pub lanes: LaneStatus,
+}
+
+/// The critical lane: the memory, threads and workers bulk work cannot take.
+#[derive(Clone, Debug, Serialize)]
+pub struct LaneStatus {
+    /// Budget bytes bulk reservations leave free for critical partitions
+    /// (`budget.priority_reserve`).
+    pub critical_reserve_bytes: u64,
+    /// Budget bytes critical partitions hold now (`budget.priority_reserved`).
+    pub critical_reserved_bytes: u64,
+    /// Critical reservations waiting for memory (`budget.priority_waiting`).
+    pub critical_waiting: usize,
+    /// The largest need (one partition and its parameters) of a critical job
+    /// submitted so far: above `critical_reserve_bytes` it may wait for
+    /// memory bulk jobs hold.
+    pub largest_critical_need_bytes: u64,
+    /// The critical lane's buffer pool.
+    pub critical_pinned_pool: PoolSnapshot,
+    /// Threads of the critical lane's rayon pool (0: it shares the bulk pool).
+    pub critical_threads: usize,
+    /// Threads of the bulk rayon pool, and the nice steps they run below normal.
+    pub bulk_threads: usize,
+    pub bulk_nice: i32,
+    /// Prover workers that take only critical partitions (also listed in
+    /// `workers.gpu_workers`, `critical_only`).
+    pub critical_prover_workers: usize,
 }
 
 /// Work of one kind label.
@@ -72,6 +100,8 @@ pub struct GpuWorkerStatus {
     pub current_kind_label: Option<String>,
     /// Partitions it has started.
     pub partitions_started: u64,
+    /// It takes only critical partitions (the critical lane's prover worker).
+    pub critical_only: bool,
 }
 
 /// Job totals since start.
@@ -105,6 +135,11 @@ impl EngineStatus {
         f.gauge("kiln_memory_reserved_peak_bytes", "Highest reserved bytes seen.", one(b.peak_reserved))?;
         f.gauge("kiln_memory_waiting_reservations", "Reservations waiting for memory.", one(b.waiting_reservations as u64))?;
         f.gauge("kiln_memory_waiting_bytes", "Bytes the waiting reservations ask for.", one(b.waiting_bytes))?;
+        let l = &status.lanes;
+        f.gauge("kiln_critical_reserve_bytes", "Budget bytes bulk work leaves free for critical partitions.", one(l.critical_reserve_bytes))?;
+        f.gauge("kiln_critical_reserved_bytes", "Budget bytes critical partitions hold.", one(l.critical_reserved_bytes))?;
+        f.gauge("kiln_critical_waiting_reservations", "Critical reservations waiting for memory.", one(l.critical_waiting as u64))?;
+        f.gauge("kiln_critical_pinned_pool_bytes", "Bytes of buffers the critical lane's pool holds.", one(l.critical_pinned_pool.pinned_total_bytes))?;
         let p = &status.pinned_pool;
         f.gauge("kiln_pinned_pool_bytes", "Bytes of buffers the pool holds.", one(p.pinned_total_bytes))?;
         f.gauge("kiln_pinned_pool_in_use_bytes", "Bytes of pool buffers checked out.", one(p.pinned_in_use_bytes))?;
@@ -125,7 +160,10 @@ impl EngineStatus {
         f.gauge("kiln_synthesis_workers", "Synthesis worker threads.", one(w.synthesis_workers as u64))?;
         f.gauge("kiln_synthesis_critical_lane_workers", "Synthesis workers reserved for critical partitions.", one(w.critical_lane_workers as u64))?;
         f.gauge("kiln_synthesis_workers_busy", "Synthesis workers holding a partition.", one(w.synthesis_busy as u64))?;
-        let gpu = |g: &GpuWorkerStatus| vec![("worker", g.index.to_string()), ("backend", g.backend.clone())];
+        let gpu = |g: &GpuWorkerStatus| {
+            let lane = if g.critical_only { "critical" } else { "any" };
+            vec![("worker", g.index.to_string()), ("backend", g.backend.clone()), ("lane", lane.to_string())]
+        };
         f.gauge("kiln_gpu_worker_busy", "1 while a GPU worker proves a partition.",
             w.gpu_workers.iter().map(|g| (gpu(g), g.current_job_id.is_some() as u64)).collect())?;
         f.counter("kiln_gpu_worker_partitions_started", "Partitions started per GPU worker.",

@@ -14,19 +14,22 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 use kiln_groth16::{finish, prove_start, PendingProof, ProveError, ProverBackend, Randomness};
-use kiln_memory::{MemoryClass, MemoryReservation};
+use kiln_memory::MemoryReservation;
 use kiln_synth::{Assignment, SynthContext};
 
+use crate::acquire::{acquire, Acquired, Acquisition};
 use crate::buffers::{assignment_buffers, PartitionFootprint};
 use crate::counters::{Stage, StageGuard};
-use crate::engine::{check_fits, Shared};
+use crate::admission::check_fits;
+use crate::engine::Shared;
 use crate::job::{JobOutcome, Priority};
 use crate::jobs::{Job, Progress};
+use crate::lanes::Lane;
 use crate::srs::SrsLease;
-use crate::wait::block_on_abortable;
 
 /// A partition waiting for a synthesis worker.
 pub(crate) struct PartitionTask {
@@ -76,6 +79,37 @@ pub(crate) struct Proving {
     held: Held,
 }
 
+/// Starts the engine's threads: synthesis workers (the critical lane's
+/// last), one thread per prover worker, bulk finalizers and the critical
+/// lane's finalizer.
+pub(crate) fn spawn_all(shared: &Arc<Shared>, provers: Vec<(Arc<dyn ProverBackend>, Takes)>) -> std::io::Result<Vec<JoinHandle<()>>> {
+    let mut threads = Vec::new();
+    let mut spawn = |name: String, f: Box<dyn FnOnce(Arc<Shared>) + Send>| -> std::io::Result<()> {
+        let s = shared.clone();
+        threads.push(std::thread::Builder::new().name(name).spawn(move || f(s))?);
+        Ok(())
+    };
+    for i in 0..shared.config.synthesis_workers {
+        spawn(format!("kiln-synth-{i}"), Box::new(|s| synthesis_worker(s, Takes::Any)))?;
+    }
+    for i in 0..shared.config.critical_lane_workers {
+        spawn(format!("kiln-synth-crit-{i}"), Box::new(|s| synthesis_worker(s, Takes::Only(Lane::Critical))))?;
+    }
+    for (i, (backend, takes)) in provers.into_iter().enumerate() {
+        spawn(format!("kiln-gpu-{i}"), Box::new(move |s| gpu_worker(s, i, backend, takes)))?;
+    }
+    // Bulk finalizers run below normal priority like the bulk pool (they
+    // verify, and pack answers such as NI-PoRep's aggregate); one more
+    // takes only critical partitions, so a critical proof is never
+    // assembled behind bulk ones waiting for their GPU work.
+    let nice = shared.config.bulk_nice;
+    for i in 0..shared.config.finalizer_threads {
+        spawn(format!("kiln-final-{i}"), Box::new(move |s| finalizer(s, Takes::Only(Lane::Bulk), nice)))?;
+    }
+    spawn("kiln-final-crit".into(), Box::new(|s| finalizer(s, Takes::Only(Lane::Critical), 0)))?;
+    Ok(threads)
+}
+
 /// Text of a caught panic.
 pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_else(|| "(no message)".into())
@@ -86,8 +120,23 @@ fn fail(shared: &Shared, job: &Arc<Job>, message: String) {
     shared.end_job(job, JobOutcome::Failed(message));
 }
 
-/// Takes partitions in priority order; with `critical_only`, only
-/// `Critical` ones (the critical lane).
+/// Which partitions a worker takes (most urgent first among them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Takes {
+    Any,
+    /// Only `Critical` ones: a worker reserved for the critical lane.
+    Only(Lane),
+}
+
+impl Takes {
+    fn wants(self, priority: Priority) -> bool {
+        match self {
+            Takes::Any => true,
+            Takes::Only(lane) => Lane::of(priority) == lane,
+        }
+    }
+}
+
 /// Errors that may come from a faulty device rather than from the job:
 /// a backend failure, or a proof that did not verify.
 fn is_prover_fault(e: &ProveError) -> bool {
@@ -111,9 +160,10 @@ fn retry_or_fail(shared: &Shared, job: &Arc<Job>, index: usize, held: Held, retr
     }
 }
 
-pub(crate) fn synthesis_worker(shared: Arc<Shared>, critical_only: bool) {
-    let wanted = |p: Priority| !critical_only || p == Priority::Critical;
-    while let Some(task) = shared.synth_queue.pop_if(wanted, |_| {}) {
+/// Takes partitions in priority order (only critical ones for a
+/// critical-lane worker) and synthesizes them, each in its job's lane.
+pub(crate) fn synthesis_worker(shared: Arc<Shared>, takes: Takes) {
+    while let Some(task) = shared.synth_queue.pop_if(|p| takes.wants(p), |_| {}) {
         if task.job.is_stopped() {
             continue;
         }
@@ -150,44 +200,17 @@ fn synthesize_partition(shared: &Arc<Shared>, task: PartitionTask) {
         Err(p) => return fail(shared, &job, format!("partition {index}: sizing panicked: {}", panic_message(&*p))),
     };
     let footprint = PartitionFootprint::of(&shape, &shared.config);
-    if let Err(e) = check_fits(shared, &job.srs, params.size_bytes(), &footprint) {
+    if let Err(e) = check_fits(shared, Lane::of(job.priority), &job.srs, params.size_bytes(), &footprint) {
         return fail(shared, &job, format!("job refused: {e}"));
     }
     drop(params);
-    let mut srs_time = t_srs.elapsed();
+    job.add_srs_load(t_srs.elapsed());
 
-    // Memory, all under the gate: see `Shared::acquire_gate`.
-    let gate = shared.acquire_gate.lock();
-    if abort() {
-        return;
-    }
-    let t_lease = Instant::now();
-    let lease = match shared.srs.lease(&job.srs, abort) {
-        Ok(Some(lease)) => lease,
-        Ok(None) => return,
-        Err(e) => return fail(shared, &job, e),
+    let Acquired { lease, buffer, work } = match acquire(shared, &job, &footprint) {
+        Acquisition::Got(a) => a,
+        Acquisition::Stopped => return,
+        Acquisition::Failed(e) => return fail(shared, &job, format!("partition {index}: {e}")),
     };
-    srs_time += t_lease.elapsed();
-    job.add_srs_load(srs_time);
-    let waiting_since = Instant::now();
-    let relieve = || {
-        shared.srs.relieve(Some(&job.srs.id), waiting_since.elapsed());
-        crate::circuits::relieve(&shared.circuits, &shared.budget);
-    };
-    let Some(buffer) = block_on_abortable(shared.pool.checkout_async(footprint.buffer_request_bytes()), abort, relieve) else {
-        return;
-    };
-    let buffer = match buffer {
-        Ok(b) => b,
-        Err(e) => return fail(shared, &job, format!("partition {index}: no buffer: {e}")),
-    };
-    let reserve = shared.budget.reserve(footprint.work_bytes(), MemoryClass::Synthesis);
-    let work = match block_on_abortable(reserve, abort, relieve) {
-        None => return,
-        Some(Ok(r)) => r,
-        Some(Err(e)) => return fail(shared, &job, format!("partition {index}: {e}")),
-    };
-    drop(gate);
 
     job.partition_started();
     let guard = StageGuard::enter(&shared.counters, Stage::Synthesizing, footprint.total(), job.id.clone(), index);
@@ -201,7 +224,8 @@ fn synthesize_partition(shared: &Arc<Shared>, task: PartitionTask) {
     } else {
         SynthContext::plain()
     };
-    let result = catch_unwind(AssertUnwindSafe(|| job.source.synthesize(index, buffers, ctx)));
+    let lane = Lane::of(job.priority);
+    let result = shared.lanes.install(lane, || catch_unwind(AssertUnwindSafe(|| job.source.synthesize(index, buffers, ctx))));
     let took = t.elapsed();
     job.add_synthesis(took);
     let assignment = match result {
@@ -223,8 +247,11 @@ fn synthesize_partition(shared: &Arc<Shared>, task: PartitionTask) {
     drop(pushed); // refused (cancelled or stopping): dropping frees it
 }
 
-pub(crate) fn gpu_worker(shared: Arc<Shared>, worker: usize, backend: Arc<dyn ProverBackend>) {
-    while let Some(item) = shared.gpu_queue.pop(|it| {
+/// Starts synthesized partitions on `backend`, most urgent first among
+/// those it `takes`; the CPU side of the start (the satisfaction check, a
+/// CPU backend's whole prover) runs in the partition's lane.
+pub(crate) fn gpu_worker(shared: Arc<Shared>, worker: usize, backend: Arc<dyn ProverBackend>, takes: Takes) {
+    while let Some(item) = shared.gpu_queue.pop_if(|p| takes.wants(p), |it| {
         let bytes = it.held.guard.bytes();
         it.held.guard.advance(Stage::OnGpu, bytes);
     }) {
@@ -244,9 +271,13 @@ pub(crate) fn gpu_worker(shared: Arc<Shared>, worker: usize, backend: Arc<dyn Pr
         let params = held.lease.params().clone();
         // The assignment moves into the prover; its pool buffer goes back to
         // the pool when `prove_start` returns (or unwinds).
-        let result = catch_unwind(AssertUnwindSafe(|| {
-            prove_start(&*backend, &params, assignment, Randomness::random(&mut rand::thread_rng()))
-        }));
+        let lane = Lane::of(job.priority);
+        let result = shared.lanes.install(lane, || {
+            catch_unwind(AssertUnwindSafe(|| prove_start(&*backend, &params, assignment, Randomness::random(&mut rand::thread_rng()))))
+        });
+        if lane == Lane::Critical {
+            shared.lanes.trim_critical_pool();
+        }
         let took = t.elapsed();
         job.add_gpu_compute(took);
         {
@@ -279,8 +310,15 @@ pub(crate) fn gpu_worker(shared: Arc<Shared>, worker: usize, backend: Arc<dyn Pr
     }
 }
 
-pub(crate) fn finalizer(shared: Arc<Shared>) {
-    while let Some(item) = shared.final_queue.pop(|_| {}) {
+/// Waits for started partitions (most urgent first among those it
+/// `takes`), assembles and verifies their proofs, and ends their jobs.
+pub(crate) fn finalizer(shared: Arc<Shared>, takes: Takes, nice: i32) {
+    if nice > 0 {
+        if let Err(e) = crate::nice::lower_this_thread(nice) {
+            tracing::debug!(error = %e, "finalizer runs at normal priority");
+        }
+    }
+    while let Some(item) = shared.final_queue.pop_if(|p| takes.wants(p), |_| {}) {
         let Proving { job, index, pending, held } = item;
         if job.is_stopped() {
             continue;

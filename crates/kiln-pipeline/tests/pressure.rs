@@ -10,7 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::*;
-use kiln_pipeline::{Engine, EngineConfig, EngineStatus, JobOutcome, JobRequest, JobSource, PartitionFootprint, Priority, Stage};
+use kiln_pipeline::{Engine, EngineConfig, EngineStatus, JobOutcome, JobRequest, Priority, Stage};
 
 const MIB: u64 = 1 << 20;
 
@@ -39,12 +39,6 @@ impl Sampler {
         self.stop.store(true, Ordering::Relaxed);
         self.handle.join().unwrap()
     }
-}
-
-/// The footprint the engine computes for one 2^`log` synthetic partition.
-fn footprint(log: u32, cfg: &EngineConfig) -> PartitionFootprint {
-    let params = kiln_groth16::ParamsFile::open(synthetic(log, 1, 0).srs().path).unwrap();
-    PartitionFootprint::of(&kiln_pipeline::shape_from_params(&params), cfg)
 }
 
 #[test]
@@ -235,7 +229,8 @@ fn jobs_of_different_shapes_share_a_budget_that_fits_one_shape_at_a_time() {
     // pool buffers of one shape must be evicted for the other.
     let budget = srs12 + part12 + (64 << 10);
     assert!(srs12 + part12 + srs10 + part10 > budget);
-    let engine = Engine::start(config(budget), vec![]).unwrap();
+    // Bulk jobs only, and a budget cut to one shape: no critical reserve.
+    let engine = Engine::start(EngineConfig { critical_reserve_bytes: Some(0), ..config(budget) }, vec![]).unwrap();
     let jobs: Vec<_> =
         [12, 10, 12, 10].into_iter().enumerate().map(|(k, log)| (format!("shape-{k}"), synthetic(log, 2, k as u64))).collect();
     for (id, job) in &jobs {
@@ -262,13 +257,7 @@ fn the_critical_lane_serves_a_critical_job_while_every_worker_is_busy() {
         let big = Arc::new(Faulty { inner: synthetic(10, 4, 1), fault: Fault::Slow(slow) });
         engine.submit(JobRequest::new("big", Priority::High, big)).unwrap();
         assert!(wait_until(Duration::from_secs(10), || engine.status().buffers.get(Stage::Synthesizing).count == 2));
-        let t = Instant::now();
-        let critical = synthetic(10, 1, 9);
-        engine.submit(JobRequest::new("critical", Priority::Critical, critical.clone())).unwrap();
-        let outcome = engine.wait_blocking("critical", Some(Duration::from_secs(30)));
-        let took = t.elapsed();
-        let JobOutcome::Completed { proof, .. } = outcome else { panic!("{outcome:?}") };
-        assert_valid_proofs(&critical, &proof);
+        let (took, _) = prove_critical(&engine, "critical", &synthetic(10, 1, 9));
         if lane == 1 {
             assert!(took < slow / 2, "with a critical lane the job took {took:?}");
         } else {

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bellpepper_core::Circuit;
@@ -64,6 +64,8 @@ const REFUSAL_BACKOFF: Duration = Duration::from_secs(60);
 /// ```
 pub struct CircuitCache {
     entries: Mutex<HashMap<String, Entry>>,
+    /// Notified whenever a compile ends (ready, refused or abandoned).
+    compiled: Condvar,
     admit: Box<AdmitFn>,
     tick: AtomicU64,
     compiles: AtomicU64,
@@ -82,7 +84,9 @@ pub struct CircuitCache {
 }
 
 enum Entry {
-    Compiling,
+    /// Being compiled by one worker; `admitted` once its memory is
+    /// reserved (from then on it waits for nothing but its own work).
+    Compiling { admitted: bool },
     Ready { r1cs: Arc<CompiledR1cs>, _admission: Box<dyn Admission>, last_used: u64 },
     /// Not compiled: `until` None means never (too large, or a shape that changes).
     Refused { reason: String, until: Option<Instant> },
@@ -131,6 +135,8 @@ enum Lookup {
     Ready(Arc<CompiledR1cs>),
     Compile,
     Plain,
+    /// Another worker is compiling it, with its memory admitted.
+    Compiling,
 }
 
 impl CircuitCache {
@@ -139,6 +145,7 @@ impl CircuitCache {
     pub fn new(admit: impl Fn(usize) -> Result<Box<dyn Admission>, String> + Send + Sync + 'static) -> Self {
         CircuitCache {
             entries: Mutex::new(HashMap::new()),
+            compiled: Condvar::new(),
             admit: Box::new(admit),
             tick: AtomicU64::new(0),
             compiles: AtomicU64::new(0),
@@ -248,16 +255,33 @@ impl CircuitCache {
                 *last_used = self.tick.fetch_add(1, Ordering::Relaxed);
                 Lookup::Ready(r1cs.clone())
             }
-            Some(Entry::Compiling) => Lookup::Plain,
+            Some(Entry::Compiling { admitted: true }) => Lookup::Compiling,
+            Some(Entry::Compiling { admitted: false }) => Lookup::Plain,
             Some(Entry::Refused { until: Some(t), .. }) if Instant::now() >= *t => {
-                entries.insert(key.to_string(), Entry::Compiling);
+                entries.insert(key.to_string(), Entry::Compiling { admitted: false });
                 Lookup::Compile
             }
             Some(Entry::Refused { .. }) => Lookup::Plain,
             None => {
-                entries.insert(key.to_string(), Entry::Compiling);
+                entries.insert(key.to_string(), Entry::Compiling { admitted: false });
                 Lookup::Compile
             }
+        }
+    }
+
+    /// `key`'s compile has its memory: from now on it waits for nothing
+    /// but its own work, so others may wait for it.
+    fn mark_admitted(&self, key: &str) {
+        if let Some(e @ Entry::Compiling { .. }) = self.lock().get_mut(key) {
+            *e = Entry::Compiling { admitted: true };
+        }
+    }
+
+    /// Blocks while another worker compiles `key` with its memory admitted.
+    fn wait_compiled(&self, key: &str) {
+        let mut entries = self.lock();
+        while matches!(entries.get(key), Some(Entry::Compiling { admitted: true })) {
+            entries = self.compiled.wait(entries).unwrap_or_else(|p| p.into_inner());
         }
     }
 
@@ -285,18 +309,26 @@ impl CircuitCache {
         tracing::info!(key, bytes, nnz = r1cs.nnz(), constraints = r1cs.num_constraints(), "circuit compiled");
         let last_used = self.tick.fetch_add(1, Ordering::Relaxed);
         self.lock().insert(key.to_string(), Entry::Ready { r1cs: Arc::new(r1cs), _admission: admission, last_used });
+        self.compiled.notify_all();
     }
 
     fn refuse_for_now(&self, key: &str, reason: String) {
         self.refusals.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(key, %reason, "no memory to compile the circuit; synthesizing it the ordinary way");
         self.lock().insert(key.to_string(), Entry::Refused { reason, until: Some(Instant::now() + REFUSAL_BACKOFF) });
+        self.compiled.notify_all();
     }
 
     fn refuse(&self, key: &str, reason: String) {
         self.refusals.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(key, %reason, "circuit not compiled; synthesizing it the ordinary way");
         self.lock().insert(key.to_string(), Entry::Refused { reason, until: None });
+        self.compiled.notify_all();
+    }
+
+    /// Whether a worker is compiling `key` now.
+    pub fn is_compiling(&self, key: &str) -> bool {
+        matches!(self.lock().get(key), Some(Entry::Compiling { .. }))
     }
 
     /// Why `key` is not compiled, if it was refused.
@@ -326,9 +358,11 @@ impl Drop for CompilingMark<'_> {
     fn drop(&mut self) {
         if self.armed {
             let mut entries = self.cache.lock();
-            if matches!(entries.get(self.key), Some(Entry::Compiling)) {
+            if matches!(entries.get(self.key), Some(Entry::Compiling { .. })) {
                 entries.remove(self.key);
             }
+            drop(entries);
+            self.cache.compiled.notify_all();
         }
     }
 }
@@ -405,6 +439,7 @@ impl SynthContext<'_> {
                 }))
             },
             |_, buffers, allowance| CompiledR1cs::try_compile(make()?, buffers, allowance),
+            false,
             buffers,
         )
     }
@@ -424,6 +459,7 @@ impl SynthContext<'_> {
             |_, buffers, allowance| {
                 CompiledR1cs::try_compile_segmented(circuit, buffers, allowance, &AtomicU64::new(0), &AtomicU64::new(0))
             },
+            true,
             buffers,
         )
     }
@@ -485,7 +521,11 @@ impl SynthContext<'_> {
 
     /// The cache's decision: `make`'s circuit the ordinary or the recording
     /// way, or `compiled` against a recorded structure.
-    fn run<C, F, P, K>(&self, make: &F, compiled: P, compile: K, buffers: AssignmentBuffers) -> Result<Assignment, SynthError>
+    /// `wait`: while another worker compiles the key (its memory admitted),
+    /// wait for the compiled form instead of synthesizing the ordinary way
+    /// (worth it where the compile is quick beside an ordinary synthesis,
+    /// e.g. a segmented circuit, compiled and then synthesized on every core).
+    fn run<C, F, P, K>(&self, make: &F, compiled: P, compile: K, wait: bool, buffers: AssignmentBuffers) -> Result<Assignment, SynthError>
     where
         C: Circuit<Scalar>,
         F: Fn() -> Result<C, SynthError>,
@@ -501,10 +541,15 @@ impl SynthContext<'_> {
         };
         let lookup = match self.deferred {
             Some(r1cs) => Lookup::Ready(r1cs.clone()),
-            None => cache.lookup(key),
+            None => loop {
+                match cache.lookup(key) {
+                    Lookup::Compiling if wait => cache.wait_compiled(key),
+                    other => break other,
+                }
+            },
         };
         match lookup {
-            Lookup::Plain => plain(buffers),
+            Lookup::Plain | Lookup::Compiling => plain(buffers),
             Lookup::Ready(r1cs) => match compiled(cache, &r1cs, buffers, self.deferred)? {
                 Ok(a) => {
                     cache.compiled_syntheses.fetch_add(1, Ordering::Relaxed);
@@ -533,6 +578,7 @@ impl SynthContext<'_> {
                         return plain(buffers);
                     }
                 };
+                cache.mark_admitted(key);
                 match compile(cache, buffers, allowance)? {
                     Ok((asg, r1cs)) => {
                         cache.compiles.fetch_add(1, Ordering::Relaxed);

@@ -74,8 +74,19 @@ struct Job {
 impl GpuBackend {
     /// A worker on `ctx`'s device: its own copy stream and compute thread.
     pub fn new(ctx: &Arc<GpuContext>, worker: usize) -> Result<Self, GpuError> {
-        let copy = ctx.device.new_stream()?;
-        let compute = ctx.device.new_stream()?;
+        let (copy, compute) = (ctx.device.new_stream()?, ctx.device.new_stream()?);
+        Self::with_streams(ctx, worker.to_string(), copy, compute)
+    }
+
+    /// A worker for deadline proofs on `ctx`'s device: its copies and
+    /// kernels run on streams of the device's highest priority, so they go
+    /// ahead of ordinary workers' when both wait for the GPU.
+    pub fn urgent(ctx: &Arc<GpuContext>) -> Result<Self, GpuError> {
+        let (copy, compute) = (ctx.device.new_urgent_stream()?, ctx.device.new_urgent_stream()?);
+        Self::with_streams(ctx, "urgent".into(), copy, compute)
+    }
+
+    fn with_streams(ctx: &Arc<GpuContext>, worker: String, copy: GpuStream, compute: GpuStream) -> Result<Self, GpuError> {
         let (tx, rx) = unbounded::<Job>();
         let dev_ctx = ctx.clone();
         let label = format!("gpu{}:{}", ctx.device.info().ordinal, worker);
@@ -137,6 +148,16 @@ impl ProverBackend for GpuBackend {
 
     fn device_products(&self, params: &ParamsFile, r1cs: &CompiledR1cs) -> ProductsSupport {
         self.ctx.products_support(params, r1cs)
+    }
+
+    fn device(&self) -> String {
+        format!("gpu{}", self.ctx.device.info().ordinal)
+    }
+
+    /// A worker on the same device with high-priority streams ([`GpuBackend::urgent`]).
+    fn urgent_worker(&self) -> Result<Option<Arc<dyn ProverBackend>>, ProveError> {
+        let worker = GpuBackend::urgent(&self.ctx).map_err(gpu_err)?;
+        Ok(Some(Arc::new(worker)))
     }
 
     fn start(&self, params: &Arc<ParamsFile>, asg: Assignment) -> Result<Box<dyn PendingMsms>, ProveError> {

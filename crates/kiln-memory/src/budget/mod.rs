@@ -20,15 +20,16 @@ use state::BudgetState;
 /// Why a reservation was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum BudgetError {
-    /// The request is larger than the whole budget: it could never be granted,
-    /// so it fails at once instead of waiting forever.
+    /// The request is larger than the whole budget (for an ordinary handle:
+    /// the budget less its priority reserve): it could never be granted, so
+    /// it fails at once instead of waiting forever.
     #[error(
         "a reservation of {requested} bytes can never fit in the memory budget of {total} bytes"
     )]
     Exceeds {
         /// Bytes asked for.
         requested: u64,
-        /// The budget's total.
+        /// What the handle can ever grant (see [`MemoryBudget::capacity`]).
         total: u64,
     },
     /// Only from [`MemoryBudget::try_reserve`]: the bytes are not free now, or
@@ -58,6 +59,14 @@ pub trait Evictor: Send + Sync {
     fn evict(&self, wanted_bytes: u64) -> u64;
 }
 
+/// Which queue a budget handle's reservations wait in; see
+/// [`MemoryBudget::priority`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lane {
+    Ordinary,
+    Priority,
+}
+
 /// Counters of a [`MemoryBudget`] at one instant.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct BudgetSnapshot {
@@ -65,7 +74,9 @@ pub struct BudgetSnapshot {
     pub total: u64,
     /// Bytes held by reservations (permanent ones included).
     pub reserved: u64,
-    /// `total - reserved`.
+    /// What an ordinary reservation could take now: `total - reserved`,
+    /// less the part of the priority reserve the priority lane does not
+    /// hold (`priority_reserve - priority_reserved`, when positive).
     pub available: u64,
     /// `reserved`, split by class.
     pub reserved_by_class: ClassBytes,
@@ -77,6 +88,13 @@ pub struct BudgetSnapshot {
     pub waiting_bytes: u64,
     /// The highest `reserved` seen since creation or [`MemoryBudget::reset_peak`].
     pub peak_reserved: u64,
+    /// Bytes kept for priority reservations
+    /// ([`MemoryBudget::set_priority_reserve`]).
+    pub priority_reserve: u64,
+    /// Bytes of `reserved` held through priority handles.
+    pub priority_reserved: u64,
+    /// Priority reservations queued (also counted in `waiting_reservations`).
+    pub priority_waiting: usize,
 }
 
 pub(crate) struct BudgetInner {
@@ -133,11 +151,13 @@ impl BudgetInner {
 #[derive(Clone)]
 pub struct MemoryBudget {
     inner: Arc<BudgetInner>,
+    lane: Lane,
 }
 
 impl std::fmt::Debug for MemoryBudget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_tuple("MemoryBudget")
+            .field(&self.lane)
             .field(&self.snapshot())
             .finish()
     }
@@ -152,7 +172,55 @@ impl MemoryBudget {
                 state: Mutex::new(BudgetState::new(total_bytes)),
                 evictor: Mutex::new(None),
             }),
+            lane: Lane::Ordinary,
         }
+    }
+
+    /// A handle to the same budget whose reservations are **priority**
+    /// ones (deadline work): they may use the priority reserve, and they
+    /// wait in a queue of their own that is served before any ordinary
+    /// waiter (while one waits, no ordinary reservation is granted). Clones
+    /// of the handle, and pools made over it, keep its lane.
+    ///
+    /// ```
+    /// use kiln_memory::{MemoryBudget, MemoryClass};
+    ///
+    /// let budget = MemoryBudget::new(100);
+    /// budget.set_priority_reserve(30);
+    /// let bulk = budget.try_reserve(70, MemoryClass::Synthesis)?;
+    /// assert!(budget.try_reserve(1, MemoryClass::Synthesis).is_err(), "the rest is kept");
+    /// let urgent = budget.priority().try_reserve(30, MemoryClass::Synthesis)?;
+    /// assert_eq!(budget.snapshot().priority_reserved, 30);
+    /// drop((bulk, urgent));
+    /// # Ok::<(), kiln_memory::BudgetError>(())
+    /// ```
+    pub fn priority(&self) -> MemoryBudget {
+        MemoryBudget {
+            inner: self.inner.clone(),
+            lane: Lane::Priority,
+        }
+    }
+
+    /// Whether this handle's reservations are priority ones.
+    pub fn is_priority(&self) -> bool {
+        self.lane == Lane::Priority
+    }
+
+    /// Keeps `bytes` of the budget (at most all of it) for priority
+    /// reservations: ordinary ones may then hold at most `total - bytes`
+    /// while the priority lane holds nothing, so a priority reservation of
+    /// up to `bytes` never waits for memory ordinary ones hold. Bytes the
+    /// priority lane holds count against its reserve first. Reservations
+    /// held already are untouched.
+    pub fn set_priority_reserve(&self, bytes: u64) {
+        self.inner.with_state(|s, wake| s.set_reserve(bytes, wake));
+    }
+
+    /// The most a single reservation through this handle can ever get: the
+    /// whole budget for a priority handle, the budget less the priority
+    /// reserve for an ordinary one.
+    pub fn capacity(&self) -> u64 {
+        self.inner.state.lock().capacity(self.lane)
     }
 
     /// A budget sized from the host: the smaller of `MemTotal` and the cgroup
@@ -229,26 +297,28 @@ impl MemoryBudget {
     ) -> Result<MemoryReservation, BudgetError> {
         self.check_fits_ever(bytes)?;
         self.inner.with_state(|s, _| {
-            if s.try_take(bytes, class) {
-                Ok(MemoryReservation::new(self.inner.clone(), bytes, class))
+            if s.try_take(bytes, class, self.lane) {
+                Ok(MemoryReservation::new(self.inner.clone(), bytes, class, self.lane))
             } else {
                 let snap = s.snapshot();
                 Err(BudgetError::Unavailable {
                     requested: bytes,
-                    available: snap.available,
+                    available: s.room(self.lane),
                     waiting: snap.waiting_reservations,
                 })
             }
         })
     }
 
-    /// `Err(Exceeds)` if `bytes` could never be granted; use at admission to
-    /// refuse a job larger than the budget before it starts.
+    /// `Err(Exceeds)` if `bytes` could never be granted through this handle
+    /// (see [`capacity`](Self::capacity)); use at admission to refuse a job
+    /// larger than the budget before it starts.
     pub fn check_fits_ever(&self, bytes: u64) -> Result<(), BudgetError> {
-        if bytes > self.inner.total {
+        let capacity = self.capacity();
+        if bytes > capacity {
             Err(BudgetError::Exceeds {
                 requested: bytes,
-                total: self.inner.total,
+                total: capacity,
             })
         } else {
             Ok(())
@@ -268,6 +338,13 @@ impl MemoryBudget {
         *self.inner.evictor.lock() = None;
     }
 
+    /// Priority reservations waiting now (cheaper than a snapshot): an
+    /// ordinary acquirer holding part of what it needs may give it back
+    /// while there are any, so the priority waiter is served sooner.
+    pub fn priority_waiters(&self) -> usize {
+        self.inner.state.lock().priority_waiters()
+    }
+
     /// The counters now.
     pub fn snapshot(&self) -> BudgetSnapshot {
         self.inner.state.lock().snapshot()
@@ -281,6 +358,10 @@ impl MemoryBudget {
 
     pub(crate) fn inner(&self) -> &Arc<BudgetInner> {
         &self.inner
+    }
+
+    pub(crate) fn lane(&self) -> Lane {
+        self.lane
     }
 }
 

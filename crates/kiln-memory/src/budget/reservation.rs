@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::BudgetInner;
+use super::{BudgetInner, Lane};
 use crate::class::MemoryClass;
 
 /// Bytes reserved from a [`MemoryBudget`](super::MemoryBudget); given back
@@ -24,14 +24,16 @@ pub struct MemoryReservation {
     budget: Arc<BudgetInner>,
     bytes: u64,
     class: MemoryClass,
+    lane: Lane,
 }
 
 impl MemoryReservation {
-    pub(crate) fn new(budget: Arc<BudgetInner>, bytes: u64, class: MemoryClass) -> Self {
+    pub(crate) fn new(budget: Arc<BudgetInner>, bytes: u64, class: MemoryClass, lane: Lane) -> Self {
         MemoryReservation {
             budget,
             bytes,
             class,
+            lane,
         }
     }
 
@@ -60,9 +62,9 @@ impl MemoryReservation {
             return;
         }
         self.bytes -= bytes;
-        let class = self.class;
+        let (class, lane) = (self.class, self.lane);
         self.budget
-            .with_state(|s, wake| s.release(bytes, class, wake));
+            .with_state(|s, wake| s.release(bytes, class, lane, wake));
     }
 
     /// Moves `bytes` of this reservation into a new one of the same class
@@ -77,7 +79,7 @@ impl MemoryReservation {
             self.bytes
         );
         self.bytes -= bytes;
-        MemoryReservation::new(self.budget.clone(), bytes, self.class)
+        MemoryReservation::new(self.budget.clone(), bytes, self.class, self.lane)
     }
 
     /// Counts the bytes under another class from now on (e.g. a pinned buffer
@@ -102,6 +104,7 @@ impl MemoryReservation {
             budget: self.budget.clone(),
             bytes,
             class: self.class,
+            lane: self.lane,
         }
     }
 }
@@ -109,9 +112,9 @@ impl MemoryReservation {
 impl Drop for MemoryReservation {
     fn drop(&mut self) {
         if self.bytes > 0 {
-            let (bytes, class) = (self.bytes, self.class);
+            let (bytes, class, lane) = (self.bytes, self.class, self.lane);
             self.budget
-                .with_state(|s, wake| s.release(bytes, class, wake));
+                .with_state(|s, wake| s.release(bytes, class, lane, wake));
         }
     }
 }
@@ -136,6 +139,7 @@ pub struct PermanentReservation {
     budget: Arc<BudgetInner>,
     bytes: u64,
     class: MemoryClass,
+    lane: Lane,
 }
 
 impl PermanentReservation {
@@ -160,10 +164,10 @@ impl PermanentReservation {
 
 impl Drop for PermanentReservation {
     fn drop(&mut self) {
-        let (bytes, class) = (self.bytes, self.class);
+        let (bytes, class, lane) = (self.bytes, self.class, self.lane);
         self.budget.with_state(|s, wake| {
             s.remove_permanent(bytes);
-            s.release(bytes, class, wake);
+            s.release(bytes, class, lane, wake);
         });
     }
 }

@@ -51,6 +51,7 @@ impl Reserve {
             self.budget.inner().clone(),
             self.bytes,
             self.class,
+            self.budget.lane(),
         )))
     }
 }
@@ -66,6 +67,7 @@ impl Future for Reserve {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let inner = this.budget.inner().clone();
+        let lane = this.budget.lane();
         match this.stage {
             Stage::Start => {
                 if let Err(e) = this.budget.check_fits_ever(this.bytes) {
@@ -73,11 +75,11 @@ impl Future for Reserve {
                     return Poll::Ready(Err(e));
                 }
                 let first = inner.with_state(|s, _| {
-                    if s.try_take(this.bytes, this.class) {
+                    if s.try_take(this.bytes, this.class, lane) {
                         FirstPoll::Taken
                     } else {
                         let (ticket, shortfall) =
-                            s.enqueue(this.bytes, this.class, cx.waker().clone());
+                            s.enqueue(this.bytes, this.class, lane, cx.waker().clone());
                         FirstPoll::Queued(ticket, shortfall)
                     }
                 });
@@ -118,10 +120,10 @@ impl Future for Reserve {
 impl Drop for Reserve {
     fn drop(&mut self) {
         if let Stage::Queued(ticket) = self.stage {
-            let (bytes, class) = (self.bytes, self.class);
+            let (bytes, class, lane) = (self.bytes, self.class, self.budget.lane());
             self.budget
                 .inner()
-                .with_state(|s, wake| s.cancel(ticket, bytes, class, wake));
+                .with_state(|s, wake| s.cancel(ticket, bytes, class, lane, wake));
         }
     }
 }

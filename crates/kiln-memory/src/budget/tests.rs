@@ -492,3 +492,52 @@ proptest! {
         hammer(total.max(2), threads, tasks, 80, seed);
     }
 }
+
+#[test]
+fn priority_handles_use_the_reserve_and_overtake_ordinary_waiters() {
+    let budget = MemoryBudget::new(100);
+    budget.set_priority_reserve(20);
+    let urgent = budget.priority();
+    assert!(urgent.is_priority() && !budget.is_priority());
+    assert_eq!((budget.capacity(), urgent.capacity()), (80, 100));
+    assert!(matches!(
+        budget.try_reserve(81, C),
+        Err(BudgetError::Exceeds { total: 80, .. })
+    ));
+    let bulk = budget.try_reserve(80, C).unwrap();
+    let mut waiting = budget.reserve(10, C);
+    assert!(pending(&mut waiting), "the reserve is not for ordinary reservations");
+    // A priority reservation inside the reserve is granted at once, ahead
+    // of the ordinary waiter; its bytes count as the reserve's.
+    let within = ready(&mut urgent.reserve(20, C));
+    let snap = budget.snapshot();
+    assert_eq!((snap.priority_reserved, snap.priority_waiting, snap.available), (20, 0, 0));
+    // One beyond it waits, and while it does no ordinary one is granted.
+    let mut beyond = urgent.reserve(30, C);
+    assert!(pending(&mut beyond));
+    assert_eq!(budget.snapshot().priority_waiting, 1);
+    let mut bulk = bulk;
+    bulk.shrink(20);
+    assert!(pending(&mut beyond) && pending(&mut waiting), "20 free: neither fits / may go");
+    bulk.shrink(10);
+    let beyond = ready(&mut beyond);
+    assert!(pending(&mut waiting), "nothing left for it");
+    drop((within, beyond));
+    let waiting = ready(&mut waiting);
+    drop((bulk, waiting));
+    let snap = budget.snapshot();
+    assert_eq!((snap.reserved, snap.priority_reserved, snap.available), (0, 0, 80));
+}
+
+#[test]
+fn a_pool_over_a_priority_handle_pays_from_the_reserve() {
+    let budget = MemoryBudget::new(1 << 20);
+    budget.set_priority_reserve(256 << 10);
+    let bulk = crate::PinnedPool::pageable(&budget, 1 << 20);
+    let urgent = crate::PinnedPool::pageable(&budget.priority(), 1 << 20);
+    let held = bulk.checkout(768 << 10).unwrap();
+    assert!(bulk.try_checkout(4096).is_err(), "the ordinary pool cannot take the reserve");
+    let buf = urgent.try_checkout(200 << 10).unwrap();
+    assert_eq!(budget.snapshot().priority_reserved, buf.capacity() as u64);
+    drop((held, buf));
+}

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use bellperson::groth16::{verify_proof, Proof};
 use kiln_groth16::{CpuBackend, ParamsFile, PendingMsms, ProveError, ProverBackend};
 use kiln_pipeline::synthetic::SyntheticJob;
-use kiln_pipeline::{Engine, EngineConfig, EngineStatus, JobSource, SrsSpec};
+use kiln_pipeline::{Engine, EngineConfig, EngineStatus, JobOutcome, JobRequest, JobSource, JobTimings, PartitionFootprint, Priority, SrsSpec};
 use kiln_synth::workload::WorkloadKind;
 use kiln_synth::{Assignment, AssignmentBuffers, SynthContext, SynthError};
 
@@ -25,6 +25,12 @@ pub const INPUTS: usize = 2;
 /// A synthetic job of `partitions` partitions of 2^`log` constraints.
 pub fn synthetic(log: u32, partitions: usize, seed: u64) -> Arc<SyntheticJob> {
     Arc::new(SyntheticJob::new(KIND, log, INPUTS, partitions, params_dir()).with_seed(seed))
+}
+
+/// The footprint the engine computes for one 2^`log` synthetic partition.
+pub fn footprint(log: u32, cfg: &EngineConfig) -> PartitionFootprint {
+    let params = ParamsFile::open(synthetic(log, 1, 0).srs().path).unwrap();
+    PartitionFootprint::of(&kiln_pipeline::shape_from_params(&params), cfg)
 }
 
 /// Makes sure the parameters of 2^`log` circuits exist; returns their size.
@@ -62,6 +68,18 @@ pub fn assert_valid_proofs(job: &SyntheticJob, packed: &[u8]) {
         let inputs = job.circuit(i).public_inputs();
         assert!(verify_proof(params.prepared_vk(), &proof, &inputs).unwrap(), "partition {i}'s proof does not verify");
     }
+}
+
+/// Submits `job` as CRITICAL under `id`, waits for it (at most a minute),
+/// checks its proofs; returns how long it took and the engine's timings.
+pub fn prove_critical(engine: &Engine, id: &str, job: &Arc<SyntheticJob>) -> (Duration, JobTimings) {
+    let t = Instant::now();
+    engine.submit(JobRequest::new(id, Priority::Critical, job.clone())).unwrap();
+    let outcome = engine.wait_blocking(id, Some(Duration::from_secs(60)));
+    let took = t.elapsed();
+    let JobOutcome::Completed { proof, timings } = outcome else { panic!("{id}: {outcome:?}") };
+    assert_valid_proofs(job, &proof);
+    (took, timings)
 }
 
 /// Polls `cond` until true or `timeout` passes.

@@ -146,6 +146,30 @@ fn compiling_segments_in_parallel_gives_the_whole_circuits_matrices() {
     }
 }
 
+/// While one worker compiles a segmented circuit (its memory admitted),
+/// another waits for the compiled form instead of synthesizing the
+/// ordinary way on one core beside it.
+#[test]
+fn a_second_worker_waits_for_a_segmented_compile() {
+    let cache = CircuitCache::unbounded();
+    let slow = Chains { seed: 1, segments: 4, len: 20_000, uneven: false, lie: false };
+    std::thread::scope(|s| {
+        let first = s.spawn(|| cache.context("wait", usize::MAX).synthesize_segmented(&slow, AssignmentBuffers::heap()).unwrap());
+        while !cache.is_compiling("wait") && !first.is_finished() {
+            std::thread::yield_now();
+        }
+        // Past its (immediate) admission: the second worker must wait, or
+        // find the compile done; either way it never goes the ordinary way.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let c = Chains { seed: 2, ..slow };
+        let got = cache.context("wait", usize::MAX).synthesize_segmented(&c, AssignmentBuffers::heap()).unwrap();
+        assert_same(&got, &synthesize(Whole(&c), AssignmentBuffers::heap()).unwrap());
+        first.join().unwrap();
+    });
+    let st = cache.stats();
+    assert_eq!((st.compiles, st.compiled_syntheses, st.plain_syntheses), (1, 1, 0), "{st:?}");
+}
+
 /// With deferred products the segments' witnesses still run in parallel,
 /// and the products evaluated afterwards are the whole circuit's.
 #[test]

@@ -8,37 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use kiln_filecoin::payload::{Payload, PayloadKind};
-use kiln_filecoin::registered::{post_proof, seal_proof, update_proof};
-use kiln_filecoin::{porep, post, snap, ParamSet};
+use kiln_filecoin::payload::Payload;
 use kiln_groth16::ProverBackend;
 use kiln_pipeline::{Engine, EngineConfig, JobOutcome, JobRequest, JobSource, Priority};
 
 use crate::report::{median, Side};
-
-/// The job kiln's daemon makes of this payload.
-pub fn job_for(p: &Payload) -> Result<Arc<dyn JobSource>, String> {
-    kiln_filecoin::job_for_payload(p)
-}
-
-/// The parameter set of the payload's registered proof (the files both
-/// provers and the verifiers read), and filecoin-proofs' name for that proof.
-pub fn param_set_for(p: &Payload) -> Result<(ParamSet, String), String> {
-    match p.proof_kind {
-        PayloadKind::PorepSealCommit => {
-            let proof = seal_proof(p.registered_proof)?;
-            Ok((porep::param_set(proof)?, format!("{proof:?}")))
-        }
-        PayloadKind::SnapDealsUpdate => {
-            let proof = update_proof(p.registered_proof)?;
-            Ok((snap::param_set(proof), format!("{proof:?}")))
-        }
-        PayloadKind::WindowPostPartition | PayloadKind::WinningPost => {
-            let proof = post_proof(p.registered_proof)?;
-            Ok((post::param_set(proof)?, format!("{proof:?}")))
-        }
-    }
-}
 
 /// The backends and engine settings shared by every kind of a run.
 pub struct KilnSetup {

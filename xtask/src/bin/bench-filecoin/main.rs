@@ -20,20 +20,20 @@
 //! 2 KiB on a build machine.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::OnceLock;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
-use kiln_filecoin::payload::{Payload, PayloadKind};
-use kiln_groth16::{GpuBackend, ProverBackend};
+use kiln_filecoin::payload::Payload;
 use kiln_pipeline::EngineConfig;
 use bench_support::Outputs;
 use serde_json::json;
 
 #[path = "../../bench_support.rs"]
 mod bench_support;
+#[path = "../../kiln_bench.rs"]
+mod kiln_bench;
 #[path = "../bench-groth16/busy.rs"]
 mod busy;
 mod kiln_side;
@@ -112,37 +112,9 @@ pub fn progress(msg: &str) {
     eprintln!("[{:02}:{:02}:{:02} +{since:6.1}s] bench-filecoin: {msg}", secs / 3600, secs / 60 % 60, secs % 60);
 }
 
-fn kind_of(name: &str) -> Result<PayloadKind> {
-    let k = match name {
-        "porep" | "porep-c2" => PayloadKind::PorepSealCommit,
-        "snap" | "snap-deals" => PayloadKind::SnapDealsUpdate,
-        "window" | "window-post" => PayloadKind::WindowPostPartition,
-        "winning" | "winning-post" => PayloadKind::WinningPost,
-        other => bail!("unknown kind {other:?} (porep, snap, window, winning)"),
-    };
-    Ok(k)
-}
-
-/// kiln's backends as the daemon picks them (`auto`: every GPU that opens
-/// with kernels, else the CPU).
+/// kiln's backends as the daemon picks them, and the engine's settings.
 fn kiln_setup(args: &Args) -> Result<KilnSetup> {
-    let (backends, description): (Vec<Arc<dyn ProverBackend>>, String) = match args.backend.as_str() {
-        "cpu" => (Vec::new(), "kiln CPU backend (asked for)".into()),
-        "gpu" | "auto" => {
-            let g = GpuBackend::all(args.gpu_workers);
-            if g.is_empty() {
-                if args.backend == "gpu" {
-                    bail!("--backend gpu: no usable GPU (no driver, no device, or a build without kernels)");
-                }
-                (Vec::new(), "kiln CPU backend (no usable GPU: no driver, no device, or a build without kernels)".into())
-            } else {
-                let info = g[0].context().device().info().clone();
-                let d = format!("kiln GPU backend on {} ({} SMs), {} workers", info.name, info.sm_count, g.len());
-                (g.into_iter().map(|b| Arc::new(b) as Arc<dyn ProverBackend>).collect(), d)
-            }
-        }
-        other => bail!("unknown --backend {other:?} (auto, gpu or cpu)"),
-    };
+    let (backends, description) = kiln_bench::backends(&args.backend, args.gpu_workers)?;
     let mut config = EngineConfig::default();
     if let Some(b) = &args.memory_budget {
         config.memory_budget_bytes = Some(kiln_filecoin::registered::parse_sector_size(b).map_err(|e| anyhow!("--memory-budget: {e}"))?);
@@ -155,59 +127,6 @@ fn peak_rss() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let kb: u64 = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
     Some(kb * 1024)
-}
-
-/// Makes every payload's parameter set exist, the missing ones generated
-/// at the same time (kiln's generator spreads each over every core; the
-/// sets' single-threaded phases then overlap).
-fn ensure_params(payloads: &[Payload]) -> Result<()> {
-    let sets = payloads.iter().map(kiln_side::param_set_for).collect::<Result<Vec<_>, _>>().map_err(|e| anyhow!(e))?;
-    // Test setups are made by the engine when it first needs them.
-    let (sets, test_setups): (Vec<_>, Vec<_>) = sets.into_iter().partition(|(set, _)| set.test_setup_dir().is_none());
-    for (set, name) in &test_setups {
-        progress(&format!("{name} ({}): no .params file; proved against a TEST SETUP in {}", set.label, set.test_setup_dir().expect("partitioned").display()));
-    }
-    let missing = sets.iter().filter(|(set, _)| !set.params_path().exists()).count();
-    let finished = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        // A line every 30 s while sets are generated (kiln's progress bar
-        // draws only on a terminal, and a device run is logged to a file).
-        if missing > 0 {
-            let finished = &finished;
-            s.spawn(move || {
-                let t = Instant::now();
-                let mut next = 30;
-                while !finished.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(250));
-                    if t.elapsed().as_secs() >= next && !finished.load(Ordering::Relaxed) {
-                        progress(&format!("still generating parameters ({missing} set(s) were missing, {next} s so far)"));
-                        next += 30;
-                    }
-                }
-            });
-        }
-        let handles: Vec<_> = sets
-            .iter()
-            .map(|(set, name)| {
-                s.spawn(move || -> Result<()> {
-                    let existed = set.params_path().exists();
-                    if !existed {
-                        progress(&format!("generating parameters for {name} ({})", set.label));
-                    }
-                    let t = Instant::now();
-                    set.ensure().map_err(|e| anyhow!("parameters of {name}: {e}"))?;
-                    let size = std::fs::metadata(set.params_path()).map(|m| m.len()).unwrap_or(0);
-                    let what = if existed { "present".to_string() } else { format!("generated in {:.1} s", t.elapsed().as_secs_f64()) };
-                    progress(&format!("parameters of {name} {what}: {} ({:.0} MiB)", set.params_path().display(), size as f64 / (1u64 << 20) as f64));
-                    Ok(())
-                })
-            })
-            .collect();
-        let r = handles.into_iter().map(|h| h.join().map_err(|_| anyhow!("parameter generation panicked"))?).collect::<Result<Vec<()>>>();
-        finished.store(true, Ordering::Relaxed);
-        r
-    })?;
-    Ok(())
 }
 
 /// What each side's time covers, for the table's header.
@@ -225,7 +144,7 @@ fn synth_only_run(payloads: &[Payload], timed: usize, args: &Args) -> Result<()>
     println!("kiln synthesis only, host {cores} cores, rayon threads {}", rayon::current_num_threads());
     let mut all = Vec::new();
     for p in payloads {
-        let job = kiln_side::job_for(p).map_err(|e| anyhow!("{:?} payload: {e}", p.proof_kind))?;
+        let job = kiln_bench::job_for(p).map_err(|e| anyhow!("{:?} payload: {e}", p.proof_kind))?;
         let t = synth_only::run(&job, timed)?;
         println!("{}", t.line());
         all.push(t.json());
@@ -239,13 +158,7 @@ fn synth_only_run(payloads: &[Payload], timed: usize, args: &Args) -> Result<()>
 
 fn main() -> Result<()> {
     START.get_or_init(Instant::now);
-    // kiln's own spans and events (per-partition phase timings at info from
-    // kiln_pipeline) on stderr when KILN_LOG asks, as the daemon does.
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("KILN_LOG").unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
+    kiln_bench::log_to_stderr();
     let args = Args::parse();
     // filecoin-proofs reads its settings once, at first use: set before any.
     if let Some(dir) = &args.test_setup {
@@ -261,7 +174,7 @@ fn main() -> Result<()> {
     std::fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
     let cache = cache.canonicalize()?;
     std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &cache);
-    let kinds = args.kinds.iter().map(|k| kind_of(k)).collect::<Result<Vec<_>>>()?;
+    let kinds = args.kinds.iter().map(|k| kiln_bench::kind_of(k)).collect::<Result<Vec<_>>>()?;
     let payloads = kinds
         .iter()
         .map(|k| kiln_filecoin::vanilla::read_payload(&args.inputs.join(k.file_name())).map_err(|e| anyhow!(e)))
@@ -271,7 +184,7 @@ fn main() -> Result<()> {
     if let Some(timed) = args.synth_only {
         return synth_only_run(&payloads, timed, &args);
     }
-    ensure_params(&payloads)?;
+    kiln_bench::ensure_params(&payloads, &progress)?;
     if args.params_only {
         progress("parameters ready (--params-only)");
         return Ok(());
@@ -312,9 +225,9 @@ fn main() -> Result<()> {
     let mut out = Outputs::new(args.out.clone())?;
     let mut reports = Vec::new();
     for p in &payloads {
-        let job = kiln_side::job_for(p).map_err(|e| anyhow!("{:?} payload: {e}", p.proof_kind))?;
+        let job = kiln_bench::job_for(p).map_err(|e| anyhow!("{:?} payload: {e}", p.proof_kind))?;
         let label = job.kind_label().to_string();
-        let (_, registered) = kiln_side::param_set_for(p).map_err(|e| anyhow!(e))?;
+        let (_, registered) = kiln_bench::param_set_for(p).map_err(|e| anyhow!(e))?;
         progress(&format!("== {label} ({registered}, {} partition(s)): kiln", job.num_partitions()));
         let mut kiln = kiln_side::run_kind(&setup, p, &job, args.warmup, args.timed, &mut |k| {
             progress(&format!(
