@@ -117,6 +117,10 @@ pub struct JobTotals {
     pub deadline_missed: u64,
     /// Partitions proved and verified.
     pub partitions_proved: u64,
+    /// Partitions whose a/b/c were left to the prover and rejected there
+    /// (a row failed a*b = c), or could not be synthesized that way: each
+    /// was redone on the reference path (gadget witness, a/b/c on the host).
+    pub products_rejected: u64,
 }
 
 impl EngineStatus {
@@ -191,6 +195,11 @@ impl EngineStatus {
             vec![(when("beside_witness"), c.rows_beside_witness), (when("after_witness"), c.rows_after_witness)])?;
         f.counter("kiln_native_witness_rejections",
             "Native witnesses that failed the check against the compiled R1CS; each partition was redone on the gadget path.", one(c.native_rejections))?;
+        f.counter("kiln_products_left_to_prover",
+            "Compiled syntheses that computed the witness only, leaving a/b/c to the prover's GPU.", one(c.deferred_products))?;
+        f.counter("kiln_products_rejections",
+            "Partitions whose a/b/c, left to the prover, were rejected (a*b != c on a row); each was redone on the gadget path with a/b/c on the host.",
+            one(status.jobs.products_rejected))?;
         f.counter("kiln_witness_seconds", "Wall time of witness computation, by path.",
             vec![(path("compiled"), c.compiled_witness_ns as f64 * 1e-9), (path("native"), c.native_witness_ns as f64 * 1e-9)])?;
         f.counter("kiln_compiled_circuit_refusals",
