@@ -85,6 +85,11 @@ pub(crate) struct Totals {
     /// Partitions whose a/b/c, left to the prover, were rejected (redone
     /// on the reference path).
     pub(crate) products_rejected: AtomicU64,
+    /// Partition starts on a prover, by where their a/b/c were computed:
+    /// during synthesis on the host ...
+    pub(crate) products_in_synthesis: AtomicU64,
+    /// ... or by the prover, from the witness alone.
+    pub(crate) products_by_prover: AtomicU64,
 }
 
 #[derive(Default)]
@@ -487,6 +492,8 @@ impl Engine {
                 deadline_missed: t.deadline_missed.load(Ordering::Relaxed),
                 partitions_proved: t.partitions_proved.load(Ordering::Relaxed),
                 products_rejected: t.products_rejected.load(Ordering::Relaxed),
+                products_in_synthesis: t.products_in_synthesis.load(Ordering::Relaxed),
+                products_by_prover: t.products_by_prover.load(Ordering::Relaxed),
             },
         }
     }

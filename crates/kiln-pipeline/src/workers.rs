@@ -309,6 +309,8 @@ pub(crate) fn gpu_worker(shared: Arc<Shared>, worker: usize, backend: Arc<dyn Pr
         let Synthesized { job, index, assignment, mut held } = item;
         let span = held.span.clone();
         let _entered = span.enter();
+        let products = if held.products_on_prover { &shared.totals.products_by_prover } else { &shared.totals.products_in_synthesis };
+        products.fetch_add(1, Ordering::Relaxed);
         let t = Instant::now();
         let params = held.lease.params().clone();
         // The assignment moves into the prover; its pool buffer goes back to
@@ -345,7 +347,8 @@ pub(crate) fn gpu_worker(shared: Arc<Shared>, worker: usize, backend: Arc<dyn Pr
                 continue;
             }
         };
-        tracing::debug!(backend = %backend.name(), prove_start_ms = took.as_millis() as u64, "partition started on the prover");
+        let products = if held.products_on_prover { "prover" } else { "synthesis" };
+        tracing::debug!(backend = %backend.name(), products, prove_start_ms = took.as_millis() as u64, "partition started on the prover");
         // The backend is done with the host buffers and its scratch.
         held.work.shrink(held.footprint.scratch_bytes.min(held.work.bytes()));
         let remaining = held.work.bytes();

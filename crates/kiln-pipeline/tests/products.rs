@@ -84,8 +84,10 @@ fn products_left_to_the_prover_arrive_without_abc_and_prove() {
     assert_eq!(r.starts, vec![(true, DOMAIN), (false, 0), (false, 0), (false, 0)]);
     let c = &r.status.circuits;
     assert_eq!((c.compiles, c.native_syntheses, c.deferred_products, c.native_rejections), (1, 3, 3, 0), "{c:?}");
-    assert_eq!(r.status.jobs.products_rejected, 0);
-    assert!(r.metrics.contains("kiln_products_left_to_prover_total 3"), "{}", r.metrics);
+    let j = &r.status.jobs;
+    assert_eq!((j.products_in_synthesis, j.products_by_prover, j.products_rejected), (1, 3, 0), "{j:?}");
+    assert!(r.metrics.contains("kiln_partition_products_total{computed=\"synthesis\"} 1"), "{}", r.metrics);
+    assert!(r.metrics.contains("kiln_partition_products_total{computed=\"prover\"} 3"), "{}", r.metrics);
 }
 
 #[test]
@@ -98,18 +100,22 @@ fn a_witness_the_prover_rejects_is_redone_on_the_reference_path() {
     assert_eq!(r.starts.iter().filter(|s| s.0).count(), 2, "the recording and the redo: {:?}", r.starts);
     let c = &r.status.circuits;
     assert_eq!((c.native_syntheses, c.native_rejections, c.deferred_products), (3, 0, 3), "{c:?}");
-    assert_eq!(r.status.jobs.products_rejected, 1);
+    let j = &r.status.jobs;
+    assert_eq!((j.products_in_synthesis, j.products_by_prover, j.products_rejected), (2, 3, 1), "{j:?}");
     assert!(r.metrics.contains("kiln_products_rejections_total 1"), "{}", r.metrics);
 }
 
 #[test]
 fn the_setting_and_every_backends_answer_decide() {
-    let host_only = |r: &Run| r.starts.iter().all(|&(host, len)| host && len == DOMAIN) && r.status.circuits.deferred_products == 0;
+    let host_only = |r: &Run| {
+        let j = &r.status.jobs;
+        r.starts.iter().all(|&(host, len)| host && len == DOMAIN) && r.status.circuits.deferred_products == 0 && (j.products_in_synthesis, j.products_by_prover) == (4, 0)
+    };
     let yes = Some(ProductsSupport::Yes);
     let no_room = Some(ProductsSupport::NoRoom);
     assert!(host_only(&run(DeviceProducts::Never, &[yes], None)), "never");
     assert!(host_only(&run(DeviceProducts::Auto, &[no_room], None)), "auto, no room in VRAM");
     assert!(host_only(&run(DeviceProducts::Auto, &[yes, None], None)), "auto, beside a CPU backend");
     let forced = run(DeviceProducts::Always, &[no_room], None);
-    assert_eq!(forced.status.circuits.deferred_products, 3, "always, even without room");
+    assert_eq!((forced.status.circuits.deferred_products, forced.status.jobs.products_by_prover), (3, 3), "always, even without room");
 }
