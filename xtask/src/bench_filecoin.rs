@@ -26,7 +26,7 @@ use crate::bench_groth16::Peer;
 use crate::peer_build::{build_peer, build_xtask_bin, carry, kernels_and_cuda_root, mib, run_ok, target_dir};
 
 /// The carried directory must fit the GPU machine's transfer limit (64 MiB, with room).
-const CARRY_LIMIT: u64 = 60 << 20;
+pub(crate) const CARRY_LIMIT: u64 = 60 << 20;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -85,6 +85,10 @@ pub fn run(args: Args) -> Result<()> {
         let dir = args.out.clone().unwrap_or_else(|| root.join(".gpu-latency"));
         let total = carry(&dir, &[&driver], &inputs, &run_sh(&name))?;
         eprintln!("xtask bench latency: {} holds {:.1} MiB (bench-latency, {name} inputs, run.sh)", dir.display(), mib(total));
+        let limit = crate::bench_filecoin::CARRY_LIMIT;
+        if total > limit {
+            bail!("{} holds {:.1} MiB, over the {:.0} MiB a GPU run can carry", dir.display(), mib(total), mib(limit));
+        }
         let extra = if args.driver_args.is_empty() { String::new() } else { format!(" all {}", args.driver_args.join(" ")) };
         println!("on the GPU machine, in that directory: OUT=$OUT ./run.sh{extra}");
         return Ok(());

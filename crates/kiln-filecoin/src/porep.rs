@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use blstrs::Scalar as Fr;
+use filecoin_hashers::poseidon::PoseidonHasher;
 use filecoin_hashers::{Domain, Hasher};
 use filecoin_proofs::{
     parameters::public_params, with_shape, DefaultPieceDomain, DefaultPieceHasher, PoRepConfig, VanillaSealProof,
@@ -106,13 +107,33 @@ pub fn param_set(proof: RegisteredSealProof) -> Result<ParamSet, String> {
     with_shape!(size, param_set_of, &proof.as_v1_config())
 }
 
-fn param_set_of<Tree: 'static + MerkleTreeTrait>(config: &PoRepConfig) -> Result<ParamSet, String> {
+fn param_set_of<Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>>(config: &PoRepConfig) -> Result<ParamSet, String> {
     let pub_params = public_params::<Tree>(config).map_err(|e| format!("PoRep public parameters: {e:#}"))?;
     let cache_id = config.get_cache_identifier::<Tree>().map_err(|e| format!("PoRep cache id: {e:#}"))?;
     let label = format!("PoRep {}", sector_size_name(u64::from(config.sector_size)));
-    Ok(ParamSet::new(cache_id, u64::from(config.sector_size), label, move || {
+    let set = ParamSet::new(cache_id, u64::from(config.sector_size), label, move || {
         <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::blank_circuit(&pub_params)
+    });
+    // Its test setup (when one is used), made from a sparse sector's
+    // partition segment by segment on every core; a job replaces this by
+    // its own partition (no sector to make).
+    let config = config.clone();
+    Ok(set.with_segmented_test_setup(move |seed, admit| {
+        let (inputs, first) = crate::sparse::porep_partition_instance::<Tree>(&config).map_err(|e| ProveError::Synth(circuit_error(e)))?;
+        segmented_test_setup::<Tree>(&inputs, &first, seed, admit)
     }))
+}
+
+/// The test setup of the PoRep partition `first` (one partition's vanilla
+/// proofs) is an instance of, from its segments on every core.
+fn segmented_test_setup<Tree: 'static + MerkleTreeTrait>(
+    inputs: &PubInputs<Tree>,
+    first: &[VanillaSealProof<Tree>],
+    seed: [u8; 32],
+    admit: kiln_groth16::setup::Admit<'_>,
+) -> Result<kiln_groth16::ParamsFile, ProveError> {
+    let partition = PorepPartition::<Tree>::new(inputs, first).map_err(|e| ProveError::Synth(circuit_error(e)))?;
+    kiln_groth16::setup::test_setup_segmented(&partition, seed, admit)
 }
 
 type PubInputs<Tree> = stacked::PublicInputs<<<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain, DefaultPieceDomain>;
@@ -127,7 +148,7 @@ struct PorepJob<Tree: 'static + MerkleTreeTrait> {
     _tree: PhantomData<Tree>,
 }
 
-fn build<Tree: 'static + MerkleTreeTrait>(c1: SealCommitPhase1Output) -> Result<Arc<dyn JobSource>, String> {
+fn build<Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>>(c1: SealCommitPhase1Output) -> Result<Arc<dyn JobSource>, String> {
     let config = c1.registered_proof.as_v1_config();
     let partitions = usize::from(config.partitions);
     let ni = if c1.registered_proof.feature_enabled(ApiFeature::NonInteractivePoRep) {
@@ -166,10 +187,7 @@ fn build<Tree: 'static + MerkleTreeTrait>(c1: SealCommitPhase1Output) -> Result<
     // is the same for every job of the set, and filecoin-proofs gives no
     // blank circuit that can be split by challenge.
     let (first, inputs) = (vanilla[0].clone(), pub_inputs.clone());
-    let params = param_set_of::<Tree>(&config)?.with_segmented_test_setup(move |seed, admit| {
-        let partition = PorepPartition::<Tree>::new(&inputs, &first).map_err(|e| ProveError::Synth(circuit_error(e)))?;
-        kiln_groth16::setup::test_setup_segmented(&partition, seed, admit)
-    });
+    let params = param_set_of::<Tree>(&config)?.with_segmented_test_setup(move |seed, admit| segmented_test_setup::<Tree>(&inputs, &first, seed, admit));
     Ok(Arc::new(PorepJob { params, pub_inputs, pub_params, vanilla, ni, _tree: PhantomData }))
 }
 

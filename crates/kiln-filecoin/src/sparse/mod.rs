@@ -22,7 +22,7 @@ mod tree;
 use std::any::Any;
 use std::path::{Path, PathBuf};
 
-use filecoin_hashers::poseidon::PoseidonHasher;
+use filecoin_hashers::poseidon::{PoseidonDomain, PoseidonHasher};
 use filecoin_hashers::Domain;
 use filecoin_proofs::{with_shape, PoStType, VanillaSealProof};
 use filecoin_proofs_api::seal::{SealCommitPhase1Output, VanillaSealProof as C1VanillaProofs};
@@ -77,6 +77,31 @@ fn generate_shaped<Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>>(
         all.push(post::payload::<Tree>(proof, &sector, rng)?);
     }
     Ok(all)
+}
+
+/// A real instance of partition 0 of a PoRep of `config` (a sparse CC
+/// sector's: its replica id, comm_d, comm_r and vanilla proofs): the
+/// circuit's structure without a job, so its test setup can be made from
+/// its segments on every core (filecoin-proofs' blank circuit cannot be
+/// split by challenge).
+pub(crate) fn porep_partition_instance<Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>>(
+    config: &filecoin_proofs::PoRepConfig,
+) -> Result<(storage_proofs_porep::stacked::PublicInputs<PoseidonDomain, filecoin_proofs::DefaultPieceDomain>, Vec<VanillaSealProof<Tree>>), String> {
+    use rand::SeedableRng;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+    let rng: &mut dyn RngCore = &mut rng;
+    let mut seed = random_32(rng);
+    seed[0] |= 1;
+    let id = SectorIdentity { prover_id: prover_id(MINER_ID), sector_id: SECTOR_NUMBER, ticket: random_32(rng), seed };
+    let sector = SparseSector::<Tree>::seal(config, &id, rng)?;
+    let inputs = storage_proofs_porep::stacked::PublicInputs {
+        replica_id: sector.replica_id,
+        tau: Some(storage_proofs_porep::stacked::Tau { comm_d: sector.comm_d, comm_r: sector.comm_r }),
+        k: None,
+        seed: Some(seed),
+    };
+    let first = sector.vanilla_proofs().into_iter().next().ok_or("a sector without partitions")?;
+    Ok((inputs, first))
 }
 
 /// [`generate`], then each payload written to `out_dir` under its kind's

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The production-size run of docs/BENCHMARKS.md ("32 GiB on the H200"), on a
+# GPU machine without Rust. Carried there in one directory (built on a build
+# machine, see the section's "How"):
+#   bench-filecoin, bench-latency, kiln, gpu_check, gpu_test (gzipped binaries)
+#   in2k/*.json     2 KiB payloads (cargo xtask gen-vanilla --sector-size 2KiB --sparse)
+#   in32/*.json.gz  32 GiB payloads (cargo xtask gen-vanilla --sector-size 32GiB)
+# Steps (each skippable, the machine's time is short):
+#   check    the fixed-base kernel against blstrs, GPU test-setup proofs = CPU proofs
+#   small    the four kinds at 2 KiB against test setups made on the GPU
+#   big      32 GiB WinningPoSt and PoRep C2 against test setups, one proof each
+#   steady   32 GiB PoRep C2, N jobs at once (STEADY, default 3)
+#   rest     32 GiB WindowPoSt and SnapDeals, one proof each
+#   latency  WinningPoSt/WindowPoSt latency under a full PoRep/SnapDeals load, 2 KiB
+# Usage: ./h200-32g.sh check small big      (results under $OUT, default ./results)
+set -uo pipefail
+cd "$(dirname "$0")"
+OUT=${OUT:-$PWD/results}
+mkdir -p "$OUT"
+export FIL_PROOFS_PARENT_CACHE=/tmp/kiln-parents
+for f in *.gz in32/*.gz; do [ -e "$f" ] && gunzip -f "$f"; done
+chmod +x ./bench-filecoin ./bench-latency ./kiln ./gpu_check ./gpu_test 2>/dev/null
+t0=$(date +%s)
+stamp() { echo "== +$(( $(date +%s) - t0 ))s $*"; }
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+nproc; free -g | head -2
+for step in "$@"; do
+  case "$step" in
+  check)
+    stamp "fixed-base kernel"
+    timeout 240 ./gpu_check --setup-only > "$OUT/gpu_check.txt" 2>&1; echo "rc=$?"; tail -4 "$OUT/gpu_check.txt"
+    stamp "GPU proofs = CPU proofs, test setups included"
+    timeout 240 ./gpu_test --test-threads 1 > "$OUT/gpu_test.txt" 2>&1; echo "rc=$?"; grep -E "^test |test result" "$OUT/gpu_test.txt"
+    ;;
+  small)
+    stamp "2 KiB, the four kinds, test setups on the GPU"
+    timeout 300 ./bench-filecoin --inputs in2k --test-setup /tmp/ts2k --warmup 1 --timed 3 --out "$OUT/b2k" > "$OUT/b2k.txt" 2> "$OUT/b2k.log"
+    echo "rc=$?"; grep -E "^\| (porep|snap|window|winning)" "$OUT/b2k.txt" | tail -4
+    ;;
+  big)
+    stamp "32 GiB WinningPoSt and PoRep C2"
+    KILN_LOG=kiln_pipeline=info,kiln_filecoin=info,kiln_groth16=info timeout 560 ./bench-filecoin --inputs in32 --kinds winning,porep \
+      --test-setup /tmp/ts32 --warmup 0 --timed 1 --memory-budget 100GiB --out "$OUT/b32" > "$OUT/b32.txt" 2> "$OUT/b32.log"
+    echo "rc=$?"; tail -12 "$OUT/b32.txt"; grep -E "parameters made|circuit compiled|test setup points" "$OUT/b32.log" | tail -5
+    ;;
+  steady)
+    stamp "32 GiB PoRep C2, ${STEADY:-3} jobs at once"
+    KILN_LOG=kiln_pipeline=info timeout 580 ./bench-filecoin --inputs in32 --kinds porep --test-setup /tmp/ts32 --warmup 0 --timed 1 \
+      --steady "${STEADY:-3}" --memory-budget 100GiB --out "$OUT/s32" > "$OUT/s32.txt" 2> "$OUT/s32.log"
+    echo "rc=$?"; tail -8 "$OUT/s32.txt"
+    ;;
+  rest)
+    stamp "32 GiB WindowPoSt and SnapDeals"
+    KILN_LOG=kiln_pipeline=info timeout 580 ./bench-filecoin --inputs in32 --kinds window,snap --test-setup /tmp/ts32 --warmup 0 --timed 1 \
+      --memory-budget 100GiB --out "$OUT/r32" > "$OUT/r32.txt" 2> "$OUT/r32.log"
+    echo "rc=$?"; tail -8 "$OUT/r32.txt"
+    ;;
+  latency)
+    stamp "deadline latency under load, 2 KiB"
+    FIL_PROOFS_PARAMETER_CACHE=/tmp/ts2k KILN_TEST_SETUP_DIR=/tmp/ts2k timeout 400 ./bench-latency --inputs in2k --samples 20 \
+      --out "$OUT/lat2k" > "$OUT/lat2k.txt" 2> "$OUT/lat2k.log"
+    echo "rc=$?"; tail -12 "$OUT/lat2k.txt"
+    ;;
+  *) echo "unknown step $step" ;;
+  esac
+done
+stamp done
