@@ -6,3 +6,4 @@
 #include "msm.cuh"
 #include "points.cuh"
 #include "setup.cuh"
+#include "r1cs.cuh"

@@ -1,6 +1,7 @@
 //! Compares every kiln-gpu kernel with a CPU reference (blstrs) on fresh
 //! random inputs at many sizes and edge cases; prints a pass/fail table.
-//! `cargo run --release -p kiln-gpu --example gpu_check [-- --quick | --msm-only | --ntt-only | --setup-only]`
+//! `cargo run --release -p kiln-gpu --example gpu_check [-- --quick | --msm-only | --ntt-only | --setup-only | --abc-only]`
+mod abc_check;
 mod common;
 
 use std::time::Instant;
@@ -342,6 +343,12 @@ fn main() {
             t.row(name.to_string(), false, format!("error: {e}"));
         }
     };
+    // --abc-only: constraint evaluation alone (a/b/c from compiled
+    // matrices on the device), with the PoRep-shaped timing unless --quick.
+    if std::env::args().any(|a| a == "--abc-only") {
+        abc_check::run(&dev, &s, &mut t, quick);
+        return finish(&t);
+    }
     // --setup-only: the fixed-base kernel alone (test setups made on the device).
     let setup_only = std::env::args().any(|a| a == "--setup-only");
     if !msm_only && !ntt_only {
@@ -421,6 +428,11 @@ fn main() {
             run(&mut t, &format!("msm streamed n={n}"), r);
         }
     }
+    finish(&t);
+}
+
+/// The summary line; exits 1 when a check failed.
+fn finish(t: &Table) {
     let fails = t.0.iter().filter(|r| !r.1).count();
     println!("\n{} checks, {} passed, {} failed", t.0.len(), t.0.len() - fails, fails);
     if fails > 0 {

@@ -93,6 +93,18 @@ impl GpuDevice {
         stream.memcpy_htod(as_words(v), &mut view)?;
         Ok(())
     }
+    /// Copies `v` into `dst` from element `at` on. Returns once `v` may be reused.
+    pub fn write_scalars_at(&self, stream: &GpuStream, dst: &mut DeviceScalars, at: usize, v: &[Scalar]) -> Result<(), GpuError> {
+        write_at(stream, &mut dst.buf, at, v)
+    }
+    /// Copies `src` into the start of `dst` on the device.
+    pub fn copy_scalars(&self, stream: &GpuStream, src: &DeviceScalars, dst: &mut DeviceScalars) -> Result<(), GpuError> {
+        if src.len() > dst.len() {
+            return Err(GpuError::InvalidArgument(format!("{} scalars into a buffer of {}", src.len(), dst.len())));
+        }
+        stream.memcpy_dtod(&src.buf, &mut dst.buf.slice_mut(0..src.buf.len()))?;
+        Ok(())
+    }
     pub fn download_scalars(&self, stream: &GpuStream, v: &DeviceScalars) -> Result<Vec<Scalar>, GpuError> {
         let mut out = vec![Scalar::from(0u64); v.len()];
         stream.memcpy_dtoh(&v.buf, as_words_mut(&mut out))?;

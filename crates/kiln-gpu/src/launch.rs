@@ -47,6 +47,18 @@ pub(crate) struct Selection {
 // SAFETY: as for Scale.
 unsafe impl DeviceRepr for Selection {}
 
+/// Mirrors `Csr<Id>` in cuda/r1cs.cuh: one matrix's row offsets, columns
+/// and coefficient ids (device addresses; the id width is the kernel's).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Csr {
+    pub start: u64,
+    pub cols: u64,
+    pub ids: u64,
+}
+// SAFETY: as for Scale.
+unsafe impl DeviceRepr for Csr {}
+
 macro_rules! kernels {
     ($($field:ident),* $(,)?) => {
         pub(crate) struct Kernels { $(pub $field: CudaFunction,)* }
@@ -66,6 +78,7 @@ kernels!(
     msm_bucket_acc_g2, msm_bucket_fix_g2, msm_bucket_reduce_g2, msm_sum_g2, msm_ones_g2,
     points_from_raw_g1, points_from_raw_g2,
     fixed_base_g1, fixed_base_g2,
+    r1cs_products_u8, r1cs_products_u16, r1cs_products_u32,
 );
 
 /// One kernel argument. Device buffers are passed as raw addresses (u64),
@@ -75,6 +88,7 @@ pub(crate) enum Arg {
     U64(u64),
     Scale(Scale),
     Sel(Selection),
+    Csr(Csr),
 }
 
 /// Launches `f` with `args` in order on `stream`.
@@ -100,6 +114,7 @@ pub(crate) unsafe fn launch(
             Arg::U64(v) => b.arg(v),
             Arg::Scale(v) => b.arg(v),
             Arg::Sel(v) => b.arg(v),
+            Arg::Csr(v) => b.arg(v),
         };
     }
     let cfg = LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 };

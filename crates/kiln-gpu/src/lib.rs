@@ -32,6 +32,7 @@ mod launch;
 mod msm;
 mod ntt;
 pub mod nvml;
+mod r1cs;
 mod setup;
 mod stream;
 mod stream_check;
@@ -41,6 +42,7 @@ pub use device::{DeviceInfo, DeviceSpan, GpuDevice, GpuStream};
 pub use error::GpuError;
 pub use msm::MsmTiming;
 pub use ntt::NttDirection;
+pub use r1cs::{DeviceProducts, DeviceR1cs, HostMatrix, HostR1cs, IdWidth, R1CS_INPUT_BIT};
 pub use setup::WINDOW_TABLE_LEN;
 pub use stream::PointStreamer;
 

@@ -13,7 +13,7 @@ use crate::msm::{msm_g1, msm_g2};
 use crate::ntt::{h_polynomial, Domain};
 use crate::params::{ParamsFile, Section};
 use crate::prover::{MsmResults, PendingMsms, PhaseTimings, ProverBackend, Ready};
-use kiln_synth::{Assignment, Density};
+use kiln_synth::{Assignment, Density, Products, SynthError};
 
 /// Points decoded at a time: bounds the decoded copy of a section in RAM
 /// (2^20 G1 points = 96 MiB) however large the parameter file.
@@ -50,16 +50,27 @@ impl ProverBackend for CpuBackend {
         let shape = params.shape();
         let domain = Domain::get(shape.domain().trailing_zeros());
         // Copy a/b/c into owned, domain-sized vectors: the NTT works in place
-        // and the caller's buffers may be fixed-size pinned memory.
-        let (mut a, mut b, mut c) = t.time("copy_abc", || {
-            let pad = |v: &[Scalar]| {
-                let mut out = Vec::with_capacity(domain.n);
-                out.extend_from_slice(v);
-                out.resize(domain.n, Scalar::ZERO);
-                out
-            };
-            (pad(asg.a()), pad(asg.b()), pad(asg.c()))
-        });
+        // and the caller's buffers may be fixed-size pinned memory. Deferred
+        // ones are evaluated into them, every row checked.
+        let (mut a, mut b, mut c) = match &asg.products {
+            Products::Host => t.time("copy_abc", || {
+                let pad = |v: &[Scalar]| {
+                    let mut out = Vec::with_capacity(domain.n);
+                    out.extend_from_slice(v);
+                    out.resize(domain.n, Scalar::ZERO);
+                    out
+                };
+                (pad(asg.a()), pad(asg.b()), pad(asg.c()))
+            }),
+            Products::Deferred(r1cs) => t.time("abc", || {
+                let n = asg.num_constraints;
+                let (mut a, mut b, mut c) = (vec![Scalar::ZERO; domain.n], vec![Scalar::ZERO; domain.n], vec![Scalar::ZERO; domain.n]);
+                match r1cs.products_checked(0, &asg.input, asg.aux(), [&mut a[..n], &mut b[..n], &mut c[..n]]) {
+                    Some(index) => Err(SynthError::Unsatisfied { index, total: n }),
+                    None => Ok((a, b, c)),
+                }
+            })?,
+        };
         t.time("h_poly", || h_polynomial(&domain, &mut a, &mut b, &mut c));
         drop((b, c));
         a.truncate(shape.h_len);

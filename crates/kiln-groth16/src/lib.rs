@@ -38,8 +38,8 @@ pub use error::{ParamsError, ProveError};
 pub use gpu::{GpuBackend, GpuContext};
 pub use params::{ParamsFile, ParamsShape, Section};
 pub use prover::{
-    check_shape, finish, prove, prove_start, DeviceResidency, MsmResults, PendingMsms, PendingProof, PhaseTimings, ProvedProof,
-    ProverBackend, Randomness, Ready,
+    check_shape, finish, prove, prove_start, DeviceResidency, MsmResults, PendingMsms, PendingProof, PhaseTimings, ProductsSupport,
+    ProvedProof, ProverBackend, Randomness, Ready,
 };
 
 pub use bellperson::groth16::{Proof, VerifyingKey};

@@ -14,7 +14,7 @@ use rand_core::RngCore;
 
 use crate::error::ProveError;
 use crate::params::ParamsFile;
-use kiln_synth::{Assignment, AssignmentBuffers, CircuitShape};
+use kiln_synth::{Assignment, AssignmentBuffers, CircuitShape, CompiledR1cs};
 
 /// The five MSM results a backend computes for one proof.
 #[derive(Clone, Copy, Debug)]
@@ -69,6 +69,20 @@ impl PendingMsms for Ready {
     }
 }
 
+/// Whether a backend evaluates a/b/c of a deferred assignment
+/// ([`kiln_synth::Products::Deferred`]) on its device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProductsSupport {
+    /// No: it would evaluate them on the host (the CPU backend), where
+    /// evaluating them during synthesis, beside the witness, is better.
+    No,
+    /// On its device, but the circuit's matrices do not fit there now:
+    /// it would evaluate them on the host and upload them.
+    NoRoom,
+    /// On its device, from the circuit's matrices kept there.
+    Yes,
+}
+
 /// A way to compute the H polynomial and the MSMs of a Groth16 proof.
 pub trait ProverBackend: Send + Sync {
     /// A short name for logs ("cpu", "gpu:0").
@@ -77,7 +91,19 @@ pub trait ProverBackend: Send + Sync {
     /// buffers are no longer needed (they are dropped, returning pinned
     /// buffers to their pool), possibly before the results are ready.
     /// The assignment's shape has already been checked against `params`.
+    ///
+    /// When the assignment's products are deferred, the backend evaluates
+    /// them from the compiled circuit and checks a*b = c on every row
+    /// before it uses them (nothing has checked that witness yet); a bad
+    /// row is [`kiln_synth::SynthError::Unsatisfied`].
     fn start(&self, params: &Arc<ParamsFile>, assignment: Assignment) -> Result<Box<dyn PendingMsms>, ProveError>;
+    /// Whether this backend evaluates the products of a deferred
+    /// assignment of `r1cs` against `params` on its device (so that
+    /// synthesis may leave them out). Default: [`ProductsSupport::No`].
+    fn device_products(&self, params: &ParamsFile, r1cs: &CompiledR1cs) -> ProductsSupport {
+        let _ = (params, r1cs);
+        ProductsSupport::No
+    }
     /// Host memory `start` allocates for one proof, as a multiple of the
     /// assignment's a/b/c + aux bytes (a pipeline reserves it in its budget).
     fn host_scratch_ratio(&self) -> f64;
@@ -186,7 +212,8 @@ pub fn check_shape(params: &ParamsFile, shape: &CircuitShape) -> Result<(), Prov
 }
 
 /// Start a proof: check the assignment against the parameters (and that it
-/// satisfies its constraints), then hand it to the backend.
+/// satisfies its constraints: here for a/b/c on the host, by the backend
+/// as it evaluates deferred ones), then hand it to the backend.
 pub fn prove_start(
     backend: &dyn ProverBackend,
     params: &Arc<ParamsFile>,
@@ -196,7 +223,9 @@ pub fn prove_start(
     let started = Instant::now();
     let mut start_timings = PhaseTimings::default();
     check_shape(params, &assignment.shape())?;
-    start_timings.time("check_satisfied", || assignment.check_satisfied())?;
+    if assignment.products_on_host() {
+        start_timings.time("check_satisfied", || assignment.check_satisfied())?;
+    }
     if bool::from(params.vk().delta_g1.is_identity() | params.vk().delta_g2.is_identity()) {
         return Err(ProveError::UnexpectedIdentity);
     }

@@ -5,10 +5,14 @@
 
 use std::sync::Arc;
 
-use kiln_groth16::{finish, prove_start, setup, CpuBackend, GpuBackend, GpuContext, ParamsFile, ProverBackend, Randomness};
+use kiln_groth16::gpu::host_r1cs;
+use kiln_groth16::{finish, prove_start, setup, CpuBackend, GpuBackend, GpuContext, ParamsFile, ProductsSupport, ProveError, ProverBackend, Randomness};
 use kiln_synth::workload::{SyntheticCircuit, WorkloadKind};
-use kiln_synth::{synthesize, AssignmentBuffers};
+use kiln_synth::{synthesize, AssignmentBuffers, CircuitCache, SynthError};
 use rand::SeedableRng;
+
+mod common;
+use common::{break_one, deferred};
 
 #[test]
 fn gpu_proofs_equal_cpu_proofs_and_verify() {
@@ -161,5 +165,62 @@ fn test_setup_points_made_on_the_device_give_the_cpus_proofs() {
         assert_eq!(run(&gpu), run(&CpuBackend), "{kind:?} {constraints}");
         let placed = ctx.resident().into_iter().find(|r| r.params_id == params.id()).unwrap();
         assert!(placed.device_bytes > 0 && placed.streamed_bytes == 0, "{placed:?}");
+    }
+}
+
+/// Products left to the prover, on the GPU: with the circuit's matrices
+/// resident (a/b/c evaluated and checked on the device) and with no VRAM
+/// allowed for them (evaluated and checked on the host, then uploaded),
+/// every proof equals the CPU's proof of the host path for the same r, s;
+/// a witness that breaks a row is refused naming the CPU's first bad row;
+/// the matrices count in the context's residency and leave with eviction.
+#[test]
+fn deferred_products_on_the_gpu_give_the_cpus_proofs() {
+    if kiln_gpu::GpuDevice::count() == 0 {
+        eprintln!("no GPU: skipped (tests/deferred.rs covers deferred products on the CPU)");
+        return;
+    }
+    let Ok(ctx) = GpuContext::open(0) else {
+        eprintln!("GPU present but not usable: skipped");
+        return;
+    };
+    let gpu = GpuBackend::new(&ctx, 0).unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(23);
+    let cache = CircuitCache::unbounded();
+    for cap in [None, Some(0)] {
+        ctx.set_matrix_vram_limit(cap);
+        for kind in [WorkloadKind::Dense, WorkloadKind::FilecoinLike] {
+            // (A 1-row circuit has no H query, which the GPU backend refuses.)
+            for (constraints, inputs) in [(1, 0), (5, 3), (1000, 2), (4093, 8), (70_001, 4)] {
+                let key = format!("{kind:?}-{constraints}");
+                let c = SyntheticCircuit { kind, constraints, inputs, structure_seed: 3, witness_seed: Some(4) };
+                let params = Arc::new(ParamsFile::from_parameters(&setup::generate(c, &mut rng).unwrap()));
+                let rs = Randomness::random(&mut rng);
+                let want = finish(prove_start(&CpuBackend, &params, synthesize(c, AssignmentBuffers::heap()).unwrap(), rs).unwrap()).unwrap().proof;
+                let (asg, r1cs) = deferred(&cache, &key, c);
+                let expect = if cap == Some(0) { ProductsSupport::NoRoom } else { ProductsSupport::Yes };
+                assert_eq!(gpu.device_products(&params, &r1cs), expect, "{key} cap {cap:?}");
+                let proved = finish(prove_start(&gpu, &params, asg, rs).unwrap()).unwrap();
+                assert_eq!(proved.proof, want, "{key} cap {cap:?}");
+                let phases: Vec<&str> = proved.timings.phases.iter().map(|(n, _)| *n).collect();
+                assert!(phases.contains(if cap == Some(0) { &"abc_host" } else { &"abc" }), "{key} cap {cap:?}: {phases:?}");
+                assert_eq!(gpu.device_products(&params, &r1cs), expect, "{key} cap {cap:?}, after a proof");
+                let (mut bad, r1cs) = deferred(&cache, &key, c);
+                if let Some(row) = break_one(&mut bad, &r1cs) {
+                    match prove_start(&gpu, &params, bad, rs) {
+                        Err(ProveError::Synth(SynthError::Unsatisfied { index, .. })) => assert_eq!(index, row, "{key} cap {cap:?}"),
+                        Err(e) => panic!("{key} cap {cap:?}: {e}"),
+                        Ok(_) => panic!("{key} cap {cap:?}: a broken witness was proved"),
+                    }
+                }
+                let placed = ctx.resident().into_iter().find(|r| r.params_id == params.id()).unwrap();
+                let matrices = host_r1cs(&r1cs).device_bytes();
+                if cap.is_none() {
+                    assert!(placed.device_bytes > matrices, "{key}: {placed:?} holds the {matrices} bytes of matrices");
+                }
+                assert_eq!(ctx.evict(params.id()), Some(placed.device_bytes));
+                assert!(ctx.resident().iter().all(|r| r.params_id != params.id()));
+            }
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! A partition's memory: how much it needs ([`PartitionFootprint`], from
 //! its circuit's dimensions only) and its a/b/c/aux buffers carved out of
-//! one pool buffer.
+//! one pool buffer (aux alone when the prover computes a/b/c on its GPU).
 //!
 //! Why one pool buffer per partition rather than four: a worker that took
 //! a, b and c and then waited for aux while another worker held the other
@@ -21,9 +21,13 @@ const SCALAR_BYTES: u64 = std::mem::size_of::<Scalar>() as u64;
 /// The host memory one partition holds while it is in the pipeline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct PartitionFootprint {
-    /// Scalars requested from the pool: a, b, c over the domain, then aux.
+    /// Scalars requested from the pool: a, b, c over the domain (when
+    /// `products_on_host`), then aux.
     pub domain: usize,
     pub num_aux: usize,
+    /// Whether synthesis computes a/b/c into the buffer (else the prover
+    /// computes them on its GPU from the witness alone: no a/b/c here).
+    pub products_on_host: bool,
     /// The pool buffer's capacity (its size class); the pool reserves these
     /// bytes in the budget itself.
     pub buffer_bytes: u64,
@@ -36,21 +40,38 @@ pub struct PartitionFootprint {
 }
 
 impl PartitionFootprint {
-    /// The footprint of a partition of `shape` under `config`.
+    /// The footprint of a partition of `shape` under `config` whose a/b/c
+    /// synthesis computes (the most a partition of `shape` needs).
     pub fn of(shape: &CircuitShape, config: &EngineConfig) -> Self {
+        Self::sized(shape, config, true)
+    }
+
+    /// The footprint of a partition of `shape` whose a/b/c the prover
+    /// computes on its GPU: its buffer holds the aux vector alone.
+    pub fn witness_only(shape: &CircuitShape, config: &EngineConfig) -> Self {
+        Self::sized(shape, config, false)
+    }
+
+    fn sized(shape: &CircuitShape, config: &EngineConfig, products_on_host: bool) -> Self {
         let domain = shape.domain();
-        let requested = shape.assignment_bytes();
+        let abc = if products_on_host { 3 * domain } else { 0 };
+        let requested = (abc + shape.num_aux) as u64 * SCALAR_BYTES;
         let buffer_bytes = PinnedPool::capacity_for(requested as usize) as u64;
         let scratch_bytes = (requested as f64 * config.backend_scratch_ratio.unwrap_or(1.0)).ceil() as u64;
         // Three density bitmaps (A aux, B inputs, B aux) and the inputs.
         let densities = (2 * shape.num_aux as u64 + shape.num_inputs as u64).div_ceil(8);
         let overhead_bytes = config.partition_overhead_bytes + densities + shape.num_inputs as u64 * SCALAR_BYTES;
-        PartitionFootprint { domain, num_aux: shape.num_aux, buffer_bytes, scratch_bytes, overhead_bytes }
+        PartitionFootprint { domain, num_aux: shape.num_aux, products_on_host, buffer_bytes, scratch_bytes, overhead_bytes }
+    }
+
+    /// Length of each of the a, b, c buffers (0 when the prover computes them).
+    pub fn abc_len(&self) -> usize {
+        if self.products_on_host { self.domain } else { 0 }
     }
 
     /// Bytes to ask the pool for.
     pub fn buffer_request_bytes(&self) -> usize {
-        (3 * self.domain + self.num_aux) * SCALAR_BYTES as usize
+        (3 * self.abc_len() + self.num_aux) * SCALAR_BYTES as usize
     }
 
     /// Bytes reserved from the budget besides the pool buffer.
@@ -65,10 +86,11 @@ impl PartitionFootprint {
 }
 
 /// Splits one pool buffer of `footprint.buffer_request_bytes()` into the
-/// four synthesis buffers. The pool buffer goes back to the pool when the
-/// last of the four is dropped.
+/// four synthesis buffers (a, b, c empty when the prover computes them).
+/// The pool buffer goes back to the pool when the last of the four is
+/// dropped.
 pub(crate) fn assignment_buffers(mut buffer: PinnedBuffer, footprint: &PartitionFootprint) -> AssignmentBuffers {
-    let (d, aux) = (footprint.domain, footprint.num_aux);
+    let (d, aux) = (footprint.abc_len(), footprint.num_aux);
     assert!(buffer.len() >= (3 * d + aux) * SCALAR_BYTES as usize, "pool buffer smaller than the footprint");
     let base = NonNull::new(buffer.as_mut_ptr().cast::<Scalar>()).expect("pool buffers are never null");
     let owner = Arc::new(buffer);
@@ -142,6 +164,11 @@ mod tests {
         assert_eq!(f.overhead_bytes, 100 + (2 * 3000 + 2u64).div_ceil(8) + 2 * 32);
         let bigger = PartitionFootprint::of(&shape(1 << 13, 3000), &cfg);
         assert!(bigger.total() > f.total());
+        // a/b/c computed by the prover: the buffer and the scratch hold aux alone.
+        let w = PartitionFootprint::witness_only(&shape(1 << 12, 3000), &cfg);
+        assert_eq!((w.abc_len(), w.buffer_request_bytes(), w.scratch_bytes), (0, 3000 * 32, 3000 * 32 / 2));
+        assert_eq!(w.overhead_bytes, f.overhead_bytes);
+        assert!(w.buffer_bytes >= 3000 * 32 && w.buffer_bytes < f.buffer_bytes / 4);
     }
 
     #[test]
@@ -165,5 +192,12 @@ mod tests {
         assert_eq!(pool.snapshot().buffers_free, 0, "aux still holds the buffer");
         drop(aux);
         assert_eq!(pool.snapshot().buffers_free, 1);
+        // Aux alone: three empty views, aux over the start of the buffer.
+        let w = PartitionFootprint::witness_only(&shape(1024, 700), &EngineConfig::default());
+        let mut bufs = assignment_buffers(pool.checkout(w.buffer_request_bytes()).unwrap(), &w);
+        assert!([&bufs.a, &bufs.b, &bufs.c].iter().all(|b| b.as_slice().is_empty()));
+        assert!(!bufs.a.try_grow(1));
+        bufs.aux.as_mut_slice().fill(Scalar::from(9u64));
+        assert_eq!(bufs.aux.as_slice(), &vec![Scalar::from(9u64); 700][..]);
     }
 }

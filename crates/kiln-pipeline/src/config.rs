@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::products::DeviceProducts;
+
 /// How the engine is sized. `EngineConfig::default()` runs on any host.
 ///
 /// ```
@@ -97,6 +99,18 @@ pub struct EngineConfig {
     /// gadget path. Needs `compile_circuits`. Default on; off is the
     /// escape hatch and the comparison.
     pub native_witness: bool,
+    /// Where a compiled circuit's a/b/c = A.w, B.w, C.w are computed.
+    /// `auto` (default): on the GPU, from the circuit's matrices kept in
+    /// VRAM beside its parameters, whenever every prover backend can hold
+    /// them there; then synthesis computes only the witness, a partition's
+    /// pool buffer holds only aux, only the witness crosses PCIe, and the
+    /// GPU checks a*b = c on every row (a rejected partition is redone on
+    /// the gadget path with a/b/c on the host). Else (no GPU, no room, a
+    /// circuit not compiled yet) on the host during synthesis, beside the
+    /// witness. `always` leaves them to any GPU backend even without room
+    /// for the matrices (it then evaluates them on the host and uploads
+    /// them), `never` keeps them on the host: for measurement.
+    pub device_products: DeviceProducts,
     /// Cap on the memory compiled circuits hold (least recently used ones
     /// are evicted past it; they come out of the budget too). `None` = a
     /// quarter of the budget.
@@ -132,6 +146,7 @@ impl Default for EngineConfig {
             backend_scratch_ratio: None,
             compile_circuits: true,
             native_witness: true,
+            device_products: DeviceProducts::Auto,
             compiled_circuits_bytes: None,
             partition_overhead_bytes: 1 << 20,
             finished_job_retention_secs: 600,

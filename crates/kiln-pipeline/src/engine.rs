@@ -61,8 +61,9 @@ pub(crate) struct Shared {
     pub(crate) lanes: Lanes,
     jobs: Mutex<Registry>,
     pub(crate) gpu_workers: Vec<Mutex<GpuWorkerStatus>>,
-    /// The workers' backends, for device residency (status, eviction).
-    backends: Vec<Arc<dyn ProverBackend>>,
+    /// The workers' backends, for device residency (status, eviction) and
+    /// where a/b/c are computed (products.rs).
+    pub(crate) backends: Vec<Arc<dyn ProverBackend>>,
     pub(crate) synthesis_busy: AtomicUsize,
     /// No new jobs.
     accepting: AtomicBool,
@@ -81,6 +82,14 @@ pub(crate) struct Totals {
     cancelled: AtomicU64,
     deadline_missed: AtomicU64,
     pub(crate) partitions_proved: AtomicU64,
+    /// Partitions whose a/b/c, left to the prover, were rejected (redone
+    /// on the reference path).
+    pub(crate) products_rejected: AtomicU64,
+    /// Partition starts on a prover, by where their a/b/c were computed:
+    /// during synthesis on the host ...
+    pub(crate) products_in_synthesis: AtomicU64,
+    /// ... or by the prover, from the witness alone.
+    pub(crate) products_by_prover: AtomicU64,
 }
 
 #[derive(Default)]
@@ -322,7 +331,7 @@ impl Engine {
         // Queue while holding the registry lock, so a resubmission cannot
         // see the job before its partitions are queued.
         for index in 0..num_partitions {
-            let task = PartitionTask { job: job.clone(), index, retries: 0 };
+            let task = PartitionTask { job: job.clone(), index, retries: 0, reference: false };
             if shared.synth_queue.push(req.priority, (seq, index), task, || false, |_| {}).is_err() {
                 drop(reg);
                 shared.end_job(&job, JobOutcome::Cancelled);
@@ -482,6 +491,9 @@ impl Engine {
                 in_flight,
                 deadline_missed: t.deadline_missed.load(Ordering::Relaxed),
                 partitions_proved: t.partitions_proved.load(Ordering::Relaxed),
+                products_rejected: t.products_rejected.load(Ordering::Relaxed),
+                products_in_synthesis: t.products_in_synthesis.load(Ordering::Relaxed),
+                products_by_prover: t.products_by_prover.load(Ordering::Relaxed),
             },
         }
     }

@@ -12,8 +12,10 @@
 //!    (`Critical > High > Normal > Low`, FIFO within a level).
 //! 2. A synthesis worker takes the most urgent partition and, at the acquire
 //!    gate, makes its parameters hot (reserved in the budget), checks out one
-//!    pool buffer for a/b/c/aux and reserves the prover's scratch. Only then
-//!    does it synthesize, straight into the pool buffer. Critical-lane
+//!    pool buffer for a/b/c/aux (aux alone when every prover computes a/b/c
+//!    on its GPU from the compiled circuit: `EngineConfig::device_products`)
+//!    and reserves the prover's scratch. Only then does it synthesize,
+//!    straight into the pool buffer. Critical-lane
 //!    workers take only `Critical` partitions, so a critical job never waits
 //!    for a worker busy with a large partition.
 //! 3. It hands the partition to the bounded GPU queue, **holding its permit
@@ -63,6 +65,7 @@ mod job;
 mod jobs;
 mod lanes;
 mod nice;
+mod products;
 mod queue;
 mod srs;
 mod status;
@@ -77,5 +80,6 @@ pub use engine::{Engine, EngineError};
 pub use job::{
     shape_from_params, JobOutcome, JobRequest, JobSource, JobTimings, Priority, SrsGenerator, SrsOpener, SrsSpec, SubmitError, Submitted,
 };
+pub use products::DeviceProducts;
 pub use srs::{EvictResult, PreloadResult, SrsStatus, SrsTier};
 pub use status::{EngineStatus, GpuWorkerStatus, JobTotals, LaneStatus, QueueStatus, WorkerStatus};

@@ -117,6 +117,16 @@ pub struct JobTotals {
     pub deadline_missed: u64,
     /// Partitions proved and verified.
     pub partitions_proved: u64,
+    /// Partitions whose a/b/c were left to the prover and rejected there
+    /// (a row failed a*b = c), or could not be synthesized that way: each
+    /// was redone on the reference path (gadget witness, a/b/c on the host).
+    pub products_rejected: u64,
+    /// Partition starts on a prover whose a/b/c synthesis computed on the
+    /// host (beside the witness) ...
+    pub products_in_synthesis: u64,
+    /// ... and whose a/b/c the prover computed from the witness alone (on
+    /// its GPU, from the circuit's matrices: `device_products`).
+    pub products_by_prover: u64,
 }
 
 impl EngineStatus {
@@ -191,6 +201,13 @@ impl EngineStatus {
             vec![(when("beside_witness"), c.rows_beside_witness), (when("after_witness"), c.rows_after_witness)])?;
         f.counter("kiln_native_witness_rejections",
             "Native witnesses that failed the check against the compiled R1CS; each partition was redone on the gadget path.", one(c.native_rejections))?;
+        let computed = |w: &str| vec![("computed", w.to_string())];
+        f.counter("kiln_partition_products",
+            "Partition starts on a prover, by where their a/b/c were computed: during synthesis on the host, or by the prover (on its GPU) from the witness alone.",
+            vec![(computed("synthesis"), status.jobs.products_in_synthesis), (computed("prover"), status.jobs.products_by_prover)])?;
+        f.counter("kiln_products_rejections",
+            "Partitions whose a/b/c, left to the prover, were rejected (a*b != c on a row); each was redone on the gadget path with a/b/c on the host.",
+            one(status.jobs.products_rejected))?;
         f.counter("kiln_witness_seconds", "Wall time of witness computation, by path.",
             vec![(path("compiled"), c.compiled_witness_ns as f64 * 1e-9), (path("native"), c.native_witness_ns as f64 * 1e-9)])?;
         f.counter("kiln_compiled_circuit_refusals",

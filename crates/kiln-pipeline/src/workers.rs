@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use kiln_groth16::{finish, prove_start, PendingProof, ProveError, ProverBackend, Randomness};
 use kiln_memory::MemoryReservation;
-use kiln_synth::{Assignment, SynthContext};
+use kiln_synth::{Assignment, SynthContext, SynthError};
 
 use crate::acquire::{acquire, Acquired, Acquisition};
 use crate::buffers::{assignment_buffers, PartitionFootprint};
@@ -37,6 +37,9 @@ pub(crate) struct PartitionTask {
     pub(crate) index: usize,
     /// Earlier attempts that failed in the prover (see [`retry_or_fail`]).
     pub(crate) retries: u32,
+    /// Redo it on the reference path: the gadget witness, a/b/c on the
+    /// host (after a/b/c left to the prover failed: see products.rs).
+    pub(crate) reference: bool,
 }
 
 /// What a partition holds from memory grant to its end.
@@ -49,6 +52,10 @@ pub(crate) struct Held {
     span: tracing::Span,
     /// Earlier failed prover attempts of this partition.
     retries: u32,
+    /// Its a/b/c are left to the prover ...
+    products_on_prover: bool,
+    /// ... or it is on the reference path.
+    reference: bool,
     /// Counts the partition in its stage. Declared last so it is dropped
     /// last: the counters fall to zero only once everything else is free.
     guard: StageGuard,
@@ -146,16 +153,36 @@ fn is_prover_fault(e: &ProveError) -> bool {
 /// After the prover failed on a partition: queue it again from synthesis
 /// (its buffers are gone) if it may be retried, else fail the job. The
 /// partition's memory is freed first either way.
+/// A retry of a partition whose a/b/c were left to the prover takes the
+/// reference path.
 fn retry_or_fail(shared: &Shared, job: &Arc<Job>, index: usize, held: Held, retryable: bool, message: String) {
-    let retries = held.retries;
+    let (retries, reference) = (held.retries, held.reference || held.products_on_prover);
     drop(held);
     if !retryable || retries >= shared.config.partition_retries || job.is_stopped() {
         return fail(shared, job, message);
     }
     tracing::warn!(job = %job.id, partition = index, attempt = retries + 1, error = %message, "prover failed; retrying the partition");
+    requeue(shared, job, PartitionTask { job: job.clone(), index, retries: retries + 1, reference }, message);
+}
+
+/// A partition whose a/b/c were left to the prover was rejected (a row
+/// failed a*b = c there) or could not be synthesized that way: it is done
+/// again on the reference path (not counted as a retry), logged and counted.
+fn redo_on_reference_path(shared: &Shared, job: &Arc<Job>, index: usize, held: Held, message: String) {
+    let retries = held.retries;
+    drop(held);
+    shared.totals.products_rejected.fetch_add(1, Ordering::Relaxed);
+    tracing::warn!(job = %job.id, kind = %job.kind, partition = index, reason = %message,
+        "a/b/c left to the prover were rejected; redoing the partition on the gadget path with a/b/c on the host");
+    requeue(shared, job, PartitionTask { job: job.clone(), index, retries, reference: true }, message);
+}
+
+fn requeue(shared: &Shared, job: &Arc<Job>, task: PartitionTask, message: String) {
+    if job.is_stopped() {
+        return;
+    }
     job.partition_requeued();
-    let task = PartitionTask { job: job.clone(), index, retries: retries + 1 };
-    if shared.synth_queue.push(job.priority, (job.seq, index), task, || false, |_| {}).is_err() {
+    if shared.synth_queue.push(job.priority, (job.seq, task.index), task, || false, |_| {}).is_err() {
         fail(shared, job, message); // the engine is stopping
     }
 }
@@ -180,7 +207,7 @@ pub(crate) fn synthesis_worker(shared: Arc<Shared>, takes: Takes) {
 
 /// Acquire, synthesize and hand one partition to the GPU queue.
 fn synthesize_partition(shared: &Arc<Shared>, task: PartitionTask) {
-    let PartitionTask { job, index, retries } = task;
+    let PartitionTask { job, index, retries, reference } = task;
     let span = tracing::info_span!("partition", job = %job.id, kind = %job.kind, partition = index);
     let _entered = span.enter();
     let abort = || job.is_stopped() || shared.is_stopping();
@@ -199,7 +226,12 @@ fn synthesize_partition(shared: &Arc<Shared>, task: PartitionTask) {
         Ok(s) => s,
         Err(p) => return fail(shared, &job, format!("partition {index}: sizing panicked: {}", panic_message(&*p))),
     };
-    let footprint = PartitionFootprint::of(&shape, &shared.config);
+    let compiled = if shared.config.compile_circuits { shared.circuits.compiled(&job.srs.id) } else { None };
+    let deferred = crate::products::plan(shared.config.device_products, compiled, &params, &shared.backends, reference);
+    let footprint = match deferred {
+        Some(_) => PartitionFootprint::witness_only(&shape, &shared.config),
+        None => PartitionFootprint::of(&shape, &shared.config),
+    };
     if let Err(e) = check_fits(shared, Lane::of(job.priority), &job.srs, params.size_bytes(), &footprint) {
         return fail(shared, &job, format!("job refused: {e}"));
     }
@@ -214,13 +246,19 @@ fn synthesize_partition(shared: &Arc<Shared>, task: PartitionTask) {
 
     job.partition_started();
     let guard = StageGuard::enter(&shared.counters, Stage::Synthesizing, footprint.total(), job.id.clone(), index);
-    let held = Held { work, footprint, lease, span: span.clone(), guard, retries };
+    let products_on_prover = deferred.is_some();
+    let held = Held { work, footprint, lease, span: span.clone(), guard, retries, products_on_prover, reference };
 
     let t = Instant::now();
     let buffers = assignment_buffers(buffer, &footprint);
     let allowance = crate::circuits::compile_allowance(&shared.config, &shared.budget, &shape);
     let ctx = if shared.config.compile_circuits {
-        shared.circuits.context(&job.srs.id, allowance).with_native(shared.config.native_witness).for_partition(&job.kind, index)
+        let ctx = shared.circuits.context(&job.srs.id, allowance).with_native(shared.config.native_witness && !reference);
+        let ctx = match &deferred {
+            Some(r1cs) => ctx.with_deferred_products(r1cs),
+            None => ctx,
+        };
+        ctx.for_partition(&job.kind, index)
     } else {
         SynthContext::plain()
     };
@@ -230,6 +268,10 @@ fn synthesize_partition(shared: &Arc<Shared>, task: PartitionTask) {
     job.add_synthesis(took);
     let assignment = match result {
         Ok(Ok(a)) => a,
+        Ok(Err(e)) if products_on_prover => {
+            let message = format!("partition {index}: synthesis with a/b/c left to the prover failed: {e}");
+            return redo_on_reference_path(shared, &job, index, held, message);
+        }
         Ok(Err(e)) => return fail(shared, &job, format!("partition {index}: synthesis failed: {e}")),
         Err(p) => return fail(shared, &job, format!("partition {index}: synthesis panicked: {}", panic_message(&*p))),
     };
@@ -267,6 +309,8 @@ pub(crate) fn gpu_worker(shared: Arc<Shared>, worker: usize, backend: Arc<dyn Pr
         let Synthesized { job, index, assignment, mut held } = item;
         let span = held.span.clone();
         let _entered = span.enter();
+        let products = if held.products_on_prover { &shared.totals.products_by_prover } else { &shared.totals.products_in_synthesis };
+        products.fetch_add(1, Ordering::Relaxed);
         let t = Instant::now();
         let params = held.lease.params().clone();
         // The assignment moves into the prover; its pool buffer goes back to
@@ -287,6 +331,10 @@ pub(crate) fn gpu_worker(shared: Arc<Shared>, worker: usize, backend: Arc<dyn Pr
         }
         let pending = match result {
             Ok(Ok(p)) => p,
+            Ok(Err(e @ ProveError::Synth(SynthError::Unsatisfied { .. }))) if held.products_on_prover => {
+                redo_on_reference_path(&shared, &job, index, held, format!("partition {index}: {e}"));
+                continue;
+            }
             Ok(Err(e)) => {
                 let retryable = is_prover_fault(&e);
                 retry_or_fail(&shared, &job, index, held, retryable, format!("partition {index}: {e}"));
@@ -299,7 +347,8 @@ pub(crate) fn gpu_worker(shared: Arc<Shared>, worker: usize, backend: Arc<dyn Pr
                 continue;
             }
         };
-        tracing::debug!(backend = %backend.name(), prove_start_ms = took.as_millis() as u64, "partition started on the prover");
+        let products = if held.products_on_prover { "prover" } else { "synthesis" };
+        tracing::debug!(backend = %backend.name(), products, prove_start_ms = took.as_millis() as u64, "partition started on the prover");
         // The backend is done with the host buffers and its scratch.
         held.work.shrink(held.footprint.scratch_bytes.min(held.work.bytes()));
         let remaining = held.work.bytes();

@@ -9,46 +9,8 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use blstrs::Scalar;
 use common::*;
-use ff::Field;
-use kiln_pipeline::synthetic::SyntheticJob;
-use kiln_pipeline::{Engine, EngineConfig, JobOutcome, JobRequest, JobSource, Priority, SrsSpec};
-use kiln_synth::{Assignment, AssignmentBuffers, SynthContext, SynthError};
-
-/// A synthetic job with a native generator (the test's stand-in: the
-/// ordinary synthesis's values, copied), wrong for one partition.
-struct WithNative {
-    inner: Arc<SyntheticJob>,
-    /// This partition's native witness has aux 0 (a copy of an input, so
-    /// constrained) off by one.
-    corrupt: Option<usize>,
-}
-
-impl JobSource for WithNative {
-    fn kind_label(&self) -> &str {
-        "native-synthetic"
-    }
-    fn srs(&self) -> SrsSpec {
-        self.inner.srs()
-    }
-    fn num_partitions(&self) -> usize {
-        self.inner.num_partitions()
-    }
-    fn synthesize(&self, i: usize, buffers: AssignmentBuffers, ctx: SynthContext<'_>) -> Result<Assignment, SynthError> {
-        let native = |w: &mut kiln_synth::native::AssignmentWriter<'_>| {
-            let asg = kiln_synth::synthesize(self.inner.circuit(i), AssignmentBuffers::heap()).map_err(|e| e.to_string())?;
-            for &x in &asg.input[1..] {
-                w.input(x);
-            }
-            for (k, &x) in asg.aux().iter().enumerate() {
-                w.aux(if k == 0 && self.corrupt == Some(i) { x + Scalar::ONE } else { x });
-            }
-            Ok(())
-        };
-        ctx.synthesize_native(native, |ctx, b| self.inner.synthesize(i, b, ctx), buffers)
-    }
-}
+use kiln_pipeline::{Engine, EngineConfig, JobOutcome, JobRequest, Priority};
 
 fn prove(engine: &Engine, id: &str, corrupt: Option<usize>) {
     let inner = synthetic(10, 4, 11);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use bellpepper_core::Circuit;
 use blstrs::Scalar;
 
-use crate::compiled::{CompiledR1cs, Retry, SegmentedCircuit, Whole};
+use crate::compiled::{CompiledR1cs, DeferTo, Retry, SegmentedCircuit, Whole};
 use crate::native::AssignmentWriter;
 use crate::{synthesize, Assignment, AssignmentBuffers, SynthError};
 
@@ -78,6 +78,7 @@ pub struct CircuitCache {
     refusals: AtomicU64,
     native_syntheses: AtomicU64,
     native_rejections: AtomicU64,
+    deferred_products: AtomicU64,
     compiled_witness_ns: AtomicU64,
     native_witness_ns: AtomicU64,
 }
@@ -121,6 +122,9 @@ pub struct CircuitCacheStats {
     /// Native witnesses rejected by the check (or failed): each partition
     /// was synthesized again on the gadget path.
     pub native_rejections: u64,
+    /// Compiled syntheses whose a/b/c were left to the prover
+    /// ([`SynthContext::with_deferred_products`]).
+    pub deferred_products: u64,
     /// Wall time of the witness code of compiled gadget-path syntheses, in ns ...
     pub compiled_witness_ns: u64,
     /// ... and of native generators whose witness was accepted.
@@ -154,6 +158,7 @@ impl CircuitCache {
             refusals: AtomicU64::new(0),
             native_syntheses: AtomicU64::new(0),
             native_rejections: AtomicU64::new(0),
+            deferred_products: AtomicU64::new(0),
             compiled_witness_ns: AtomicU64::new(0),
             native_witness_ns: AtomicU64::new(0),
         }
@@ -167,7 +172,7 @@ impl CircuitCache {
     /// The handle to synthesize circuits of structure `key` through;
     /// compiling one may use up to `allowance` bytes.
     pub fn context<'a>(&'a self, key: &'a str, allowance: usize) -> SynthContext<'a> {
-        SynthContext { cache: Some((self, key, allowance)), native: true, origin: None }
+        SynthContext { cache: Some((self, key, allowance)), native: true, origin: None, deferred: None }
     }
 
     /// Drop `key`'s compiled circuit (and any refusal), releasing its memory.
@@ -221,6 +226,7 @@ impl CircuitCache {
             refusals: self.refusals.load(Ordering::Relaxed),
             native_syntheses: self.native_syntheses.load(Ordering::Relaxed),
             native_rejections: self.native_rejections.load(Ordering::Relaxed),
+            deferred_products: self.deferred_products.load(Ordering::Relaxed),
             compiled_witness_ns: self.compiled_witness_ns.load(Ordering::Relaxed),
             native_witness_ns: self.native_witness_ns.load(Ordering::Relaxed),
         }
@@ -232,7 +238,7 @@ impl CircuitCache {
     }
 
     /// `key`'s compiled circuit, if there is one (marked as used).
-    pub(crate) fn ready(&self, key: &str) -> Option<Arc<CompiledR1cs>> {
+    pub fn compiled(&self, key: &str) -> Option<Arc<CompiledR1cs>> {
         match self.lock().get_mut(key) {
             Some(Entry::Ready { r1cs, last_used, .. }) => {
                 *last_used = self.tick.fetch_add(1, Ordering::Relaxed);
@@ -369,12 +375,13 @@ pub struct SynthContext<'a> {
     cache: Option<(&'a CircuitCache, &'a str, usize)>,
     native: bool,
     origin: Option<(&'a str, usize)>,
+    deferred: DeferTo<'a>,
 }
 
 impl SynthContext<'static> {
     /// Ordinary synthesis, nothing cached.
     pub fn plain() -> Self {
-        SynthContext { cache: None, native: true, origin: None }
+        SynthContext { cache: None, native: true, origin: None, deferred: None }
     }
 }
 
@@ -391,6 +398,23 @@ impl<'a> SynthContext<'a> {
         self.origin = Some((kind, partition));
         self
     }
+
+    /// Synthesize against `r1cs` (the key's compiled circuit, taken from
+    /// [`CircuitCache::compiled`] and held by the caller) and leave a/b/c
+    /// to the prover: the witness alone is computed, into the aux buffer,
+    /// and the assignment's products are [`crate::Products::Deferred`], so
+    /// the a/b/c buffers may be empty. For a prover that evaluates the
+    /// products itself (a GPU backend with the matrices in VRAM); it also
+    /// checks every row, so native witnesses are not checked here.
+    ///
+    /// A synthesis that cannot take the compiled path (the instance's shape
+    /// changed) needs a/b/c buffers and fails with
+    /// [`SynthError::BufferTooSmall`] when they are empty: the caller then
+    /// synthesizes again with buffers for a/b/c. Ignored by a plain context.
+    pub fn with_deferred_products(mut self, r1cs: &'a Arc<CompiledR1cs>) -> Self {
+        self.deferred = Some(r1cs);
+        self
+    }
 }
 
 impl SynthContext<'_> {
@@ -404,11 +428,13 @@ impl SynthContext<'_> {
     {
         self.run(
             &make,
-            |cache, r1cs, buffers| {
-                Ok(r1cs.try_synthesize_overlapped(make()?, buffers)?.map(|(asg, beside, witness)| {
+            |cache, r1cs, buffers, defer| {
+                Ok(r1cs.try_synthesize_overlapped(make()?, buffers, defer)?.map(|(asg, beside, witness)| {
                     cache.compiled_witness_ns.fetch_add(witness.as_nanos() as u64, Ordering::Relaxed);
-                    cache.rows_beside_witness.fetch_add(beside as u64, Ordering::Relaxed);
-                    cache.rows_after_witness.fetch_add((asg.num_constraints - beside) as u64, Ordering::Relaxed);
+                    if asg.products_on_host() {
+                        cache.rows_beside_witness.fetch_add(beside as u64, Ordering::Relaxed);
+                        cache.rows_after_witness.fetch_add((asg.num_constraints - beside) as u64, Ordering::Relaxed);
+                    }
                     asg
                 }))
             },
@@ -425,7 +451,9 @@ impl SynthContext<'_> {
     pub fn synthesize_segmented<S: SegmentedCircuit>(&self, circuit: &S, buffers: AssignmentBuffers) -> Result<Assignment, SynthError> {
         self.run(
             &|| Ok(Whole(circuit)),
-            |cache, r1cs, buffers| r1cs.try_synthesize_segmented(circuit, buffers, &cache.segmented_syntheses, &cache.compiled_witness_ns),
+            |cache, r1cs, buffers, defer| {
+                r1cs.try_synthesize_segmented(circuit, buffers, &cache.segmented_syntheses, &cache.compiled_witness_ns, defer)
+            },
             // Recorded segment by segment on every core (its own witness
             // counts as the compile, not as a later compiled synthesis).
             |_, buffers, allowance| {
@@ -464,13 +492,16 @@ impl SynthContext<'_> {
         let Some((cache, key, _)) = self.cache.filter(|_| self.native) else {
             return gadget(*self, buffers);
         };
-        let Some(r1cs) = cache.ready(key) else {
+        let Some(r1cs) = self.deferred.cloned().or_else(|| cache.compiled(key)) else {
             return gadget(*self, buffers);
         };
-        match r1cs.try_native(native, buffers)? {
+        match r1cs.try_native(native, buffers, self.deferred)? {
             Ok((asg, witness)) => {
                 cache.native_witness_ns.fetch_add(witness.as_nanos() as u64, Ordering::Relaxed);
                 cache.native_syntheses.fetch_add(1, Ordering::Relaxed);
+                if !asg.products_on_host() {
+                    cache.deferred_products.fetch_add(1, Ordering::Relaxed);
+                }
                 Ok(asg)
             }
             Err((rejection, buffers)) => {
@@ -498,7 +529,7 @@ impl SynthContext<'_> {
     where
         C: Circuit<Scalar>,
         F: Fn() -> Result<C, SynthError>,
-        P: FnOnce(&CircuitCache, &CompiledR1cs, AssignmentBuffers) -> Result<Result<Assignment, Retry>, SynthError>,
+        P: FnOnce(&CircuitCache, &Arc<CompiledR1cs>, AssignmentBuffers, DeferTo<'_>) -> Result<Result<Assignment, Retry>, SynthError>,
         K: FnOnce(&CircuitCache, AssignmentBuffers, usize) -> Result<Result<(Assignment, CompiledR1cs), Retry>, SynthError>,
     {
         let Some((cache, key, allowance)) = self.cache else {
@@ -508,17 +539,23 @@ impl SynthContext<'_> {
             cache.plain_syntheses.fetch_add(1, Ordering::Relaxed);
             synthesize(make()?, buffers)
         };
-        let lookup = loop {
-            match cache.lookup(key) {
-                Lookup::Compiling if wait => cache.wait_compiled(key),
-                other => break other,
-            }
+        let lookup = match self.deferred {
+            Some(r1cs) => Lookup::Ready(r1cs.clone()),
+            None => loop {
+                match cache.lookup(key) {
+                    Lookup::Compiling if wait => cache.wait_compiled(key),
+                    other => break other,
+                }
+            },
         };
         match lookup {
             Lookup::Plain | Lookup::Compiling => plain(buffers),
-            Lookup::Ready(r1cs) => match compiled(cache, &r1cs, buffers)? {
+            Lookup::Ready(r1cs) => match compiled(cache, &r1cs, buffers, self.deferred)? {
                 Ok(a) => {
                     cache.compiled_syntheses.fetch_add(1, Ordering::Relaxed);
+                    if !a.products_on_host() {
+                        cache.deferred_products.fetch_add(1, Ordering::Relaxed);
+                    }
                     Ok(a)
                 }
                 Err(Retry::Changed(e, buffers)) => {

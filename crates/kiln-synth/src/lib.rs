@@ -43,9 +43,11 @@ pub mod workload;
 
 pub use buffer::{AssignmentBuffers, ScalarBuffer};
 pub use cache::{Admission, CircuitCache, CircuitCacheStats, SynthContext};
-pub use compiled::{CompileLimit, CompiledR1cs, SegmentedCircuit, Whole};
+pub use compiled::{CompileLimit, CompiledR1cs, MatrixView, SegmentedCircuit, Whole};
 pub use density::Density;
 pub use shape::CircuitShape;
+
+use std::sync::Arc;
 
 use bellpepper_core::{Circuit, ConstraintSystem, Index, SynthesisError, Variable};
 use blstrs::Scalar;
@@ -75,10 +77,33 @@ pub enum SynthError {
     StructureChanged { found: String, recorded: String },
 }
 
+/// Where an assignment's A/B/C evaluations are.
+#[derive(Clone)]
+pub enum Products {
+    /// In the assignment's a/b/c buffers.
+    Host,
+    /// Not computed: the witness (inputs and aux) is complete, and a/b/c =
+    /// A.w, B.w, C.w are left to the prover, which evaluates them from
+    /// these matrices (on a GPU, where they are kept) and must check
+    /// a*b = c on every row before it uses them, since nothing has checked
+    /// this witness yet. The a/b/c buffers may be empty.
+    Deferred(Arc<CompiledR1cs>),
+}
+
+impl std::fmt::Debug for Products {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Products::Host => f.write_str("Host"),
+            Products::Deferred(r) => write!(f, "Deferred(r1cs {})", r.id()),
+        }
+    }
+}
+
 /// A synthesized circuit: what the prover needs, in the caller's buffers.
 ///
 /// Only the first `num_constraints` elements of `a`, `b`, `c` and the first
-/// `num_aux` of `aux` are meaningful; buffers may be larger.
+/// `num_aux` of `aux` are meaningful; buffers may be larger. When the
+/// products are [`Products::Deferred`], a/b/c are not there at all.
 pub struct Assignment {
     /// A/B/C evaluations and aux assignment.
     pub buffers: AssignmentBuffers,
@@ -94,20 +119,35 @@ pub struct Assignment {
     pub b_input_density: Density,
     /// Aux variables used by some B combination.
     pub b_aux_density: Density,
+    /// Whether a/b/c are in `buffers` or left to the prover.
+    pub products: Products,
 }
 
 impl Assignment {
     /// A evaluations, one per constraint.
+    ///
+    /// # Panics
+    /// When the products are [`Products::Deferred`] (see [`products_on_host`](Self::products_on_host)).
     pub fn a(&self) -> &[Scalar] {
-        &self.buffers.a.as_slice()[..self.num_constraints]
+        self.product(&*self.buffers.a)
     }
-    /// B evaluations, one per constraint.
+    /// B evaluations, one per constraint (panics as [`a`](Self::a) does).
     pub fn b(&self) -> &[Scalar] {
-        &self.buffers.b.as_slice()[..self.num_constraints]
+        self.product(&*self.buffers.b)
     }
-    /// C evaluations, one per constraint.
+    /// C evaluations, one per constraint (panics as [`a`](Self::a) does).
     pub fn c(&self) -> &[Scalar] {
-        &self.buffers.c.as_slice()[..self.num_constraints]
+        self.product(&*self.buffers.c)
+    }
+
+    fn product<'a>(&self, buf: &'a dyn ScalarBuffer) -> &'a [Scalar] {
+        assert!(self.products_on_host(), "a/b/c of this assignment are left to the prover (Products::Deferred)");
+        &buf.as_slice()[..self.num_constraints]
+    }
+
+    /// Whether a/b/c are in the buffers (else the prover evaluates them).
+    pub fn products_on_host(&self) -> bool {
+        matches!(self.products, Products::Host)
     }
     /// The aux (private) assignment.
     pub fn aux(&self) -> &[Scalar] {
@@ -128,12 +168,15 @@ impl Assignment {
 
     /// Check a*b = c for every constraint (in parallel). An unsatisfied
     /// circuit would otherwise yield a proof that merely fails to verify.
+    /// Deferred products are evaluated for the check (and not kept).
     pub fn check_satisfied(&self) -> Result<(), SynthError> {
-        let (a, b, c) = (self.a(), self.b(), self.c());
-        let bad = (0..self.num_constraints)
-            .into_par_iter()
-            .with_min_len(4096)
-            .find_first(|&i| a[i] * b[i] != c[i]);
+        let bad = match &self.products {
+            Products::Deferred(r1cs) => r1cs.first_unsatisfied(&self.input, self.aux()),
+            Products::Host => {
+                let (a, b, c) = (self.a(), self.b(), self.c());
+                (0..self.num_constraints).into_par_iter().with_min_len(4096).find_first(|&i| a[i] * b[i] != c[i])
+            }
+        };
         match bad {
             Some(index) => Err(SynthError::Unsatisfied { index, total: self.num_constraints }),
             None => Ok(()),
@@ -142,7 +185,11 @@ impl Assignment {
 
     /// Zero the part of a/b/c between `num_constraints` and `len` (the
     /// evaluation domain's padding), growing heap buffers as needed.
+    /// Nothing to pad when the products are deferred.
     pub fn pad_abc_to(&mut self, len: usize) -> Result<(), SynthError> {
+        if !self.products_on_host() {
+            return Ok(());
+        }
         let n = self.num_constraints;
         for (buf, which) in
             [(&mut self.buffers.a, "a"), (&mut self.buffers.b, "b"), (&mut self.buffers.c, "c")]
@@ -158,7 +205,7 @@ impl Assignment {
 
 impl std::fmt::Debug for Assignment {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Assignment").field("shape", &self.shape()).finish()
+        f.debug_struct("Assignment").field("shape", &self.shape()).field("products", &self.products).finish()
     }
 }
 
@@ -186,6 +233,7 @@ pub fn synthesize<C: Circuit<Scalar>>(circuit: C, buffers: AssignmentBuffers) ->
         a_aux_density: cs.a_aux_density,
         b_input_density: cs.b_input_density,
         b_aux_density: cs.b_aux_density,
+        products: Products::Host,
     })
 }
 

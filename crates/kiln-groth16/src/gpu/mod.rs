@@ -1,7 +1,10 @@
 //! The GPU backend: a/b/c and the witness go to the device at copy-engine
-//! speed, the H polynomial and all five MSMs (G2 included) run there against
-//! parameter points that stay resident in VRAM, and only the few input-query
-//! points (one per public input) are summed on the CPU.
+//! speed (or, for an assignment whose products were left to the prover,
+//! the witness alone, and a/b/c are evaluated there from the circuit's
+//! matrices kept in VRAM: products.rs), the H polynomial and all five MSMs
+//! (G2 included) run there against parameter points that stay resident in
+//! VRAM, and only the few input-query points (one per public input) are
+//! summed on the CPU.
 //!
 //! Each [`GpuBackend`] is one worker: a copy stream that `start` uses (it
 //! returns once the host buffers have been copied, so pinned buffers go
@@ -25,16 +28,18 @@ use blstrs::{G1Projective, G2Projective, Scalar};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use group::Group;
 use kiln_gpu::{DeviceG1, DeviceG2, DeviceScalars, DeviceSpan, GpuDevice, GpuError, GpuStream, MsmTiming, PointStreamer};
-use kiln_synth::{Assignment, Density};
+use kiln_synth::{Assignment, CompiledR1cs, Density, Products};
 
 use crate::error::ProveError;
 use crate::msm::{msm_g1, msm_g2};
 use crate::params::ParamsFile;
-use crate::prover::{DeviceResidency, MsmResults, PendingMsms, PhaseTimings, ProverBackend};
+use crate::prover::{DeviceResidency, MsmResults, PendingMsms, PhaseTimings, ProductsSupport, ProverBackend};
 
+mod products;
 mod setup;
 mod srs;
 
+pub use products::host_r1cs;
 pub use srs::{GpuContext, ResidentInfo, DEFAULT_STREAM_CHUNK_BYTES};
 use srs::{gpu_err, Points, ResidentSrs};
 
@@ -141,6 +146,10 @@ impl ProverBackend for GpuBackend {
         self.ctx.evict(params_id).unwrap_or(0)
     }
 
+    fn device_products(&self, params: &ParamsFile, r1cs: &CompiledR1cs) -> ProductsSupport {
+        self.ctx.products_support(params, r1cs)
+    }
+
     fn device(&self) -> String {
         format!("gpu{}", self.ctx.device.info().ordinal)
     }
@@ -165,19 +174,25 @@ impl ProverBackend for GpuBackend {
         let m = shape.domain();
         let log_m = m.trailing_zeros();
         let n = asg.num_constraints;
-        let h2d = DeviceSpan::begin(s).map_err(gpu_err)?;
-        let upload = |v: &[Scalar], len: usize| -> Result<DeviceScalars, GpuError> {
-            let mut d = dev.alloc_scalars(s, len.max(1))?;
-            dev.write_scalars(s, &mut d, v)?;
-            Ok(d)
-        };
-        let (a, b, c, aux) = (|| -> Result<_, GpuError> {
-            Ok((upload(asg.a(), m)?, upload(asg.b(), m)?, upload(asg.c(), m)?, upload(asg.aux(), asg.num_aux)?))
-        })()
-        .map_err(gpu_err)?;
         // The copies must be complete before the host buffers are released
         // (DeviceSpan::end waits for them).
-        t.push("h2d", h2d.end().map_err(gpu_err)?);
+        let [a, b, c, aux] = match &asg.products {
+            Products::Deferred(r1cs) => products::upload_and_evaluate(&self.ctx, s, params, r1cs, &asg, m, &mut t)?,
+            Products::Host => {
+                let h2d = DeviceSpan::begin(s).map_err(gpu_err)?;
+                let upload = |v: &[Scalar], len: usize| -> Result<DeviceScalars, GpuError> {
+                    let mut d = dev.alloc_scalars(s, len.max(1))?;
+                    dev.write_scalars(s, &mut d, v)?;
+                    Ok(d)
+                };
+                let uploaded = (|| -> Result<_, GpuError> {
+                    Ok([upload(asg.a(), m)?, upload(asg.b(), m)?, upload(asg.c(), m)?, upload(asg.aux(), asg.num_aux)?])
+                })()
+                .map_err(gpu_err)?;
+                t.push("h2d", h2d.end().map_err(gpu_err)?);
+                uploaded
+            }
+        };
         let Assignment { input, num_aux, a_aux_density, b_input_density, b_aux_density, buffers, .. } = asg;
         drop(buffers); // pinned buffers go back to their pool now
         let (reply, rx) = bounded(1);

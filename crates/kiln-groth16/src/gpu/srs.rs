@@ -17,7 +17,8 @@ use kiln_gpu::{DeviceG1, DeviceG2, GpuDevice, GpuError, GpuStream};
 use parking_lot::Mutex;
 
 use crate::error::ProveError;
-use crate::params::{ParamsFile, Section};
+use crate::params::{ParamsFile, ParamsShape, Section};
+use super::products::ResidentMatrices;
 
 pub(super) fn gpu_err(e: GpuError) -> ProveError {
     ProveError::Backend { backend: "gpu", message: e.to_string() }
@@ -32,13 +33,20 @@ pub const DEFAULT_STREAM_CHUNK_BYTES: usize = 256 << 20;
 pub struct GpuContext {
     pub(super) device: GpuDevice,
     resident: Mutex<HashMap<u64, Arc<ResidentSrs>>>,
-    limits: Mutex<Limits>,
+    /// Compiled circuits' matrices by parameter id (products.rs), evicted
+    /// with the parameters.
+    pub(super) matrices: Mutex<HashMap<u64, Arc<ResidentMatrices>>>,
+    /// Held while matrices are uploaded (one upload at a time per device).
+    pub(super) matrix_upload: Mutex<()>,
+    pub(super) limits: Mutex<Limits>,
 }
 
 #[derive(Clone, Copy)]
-struct Limits {
+pub(super) struct Limits {
     /// Most VRAM resident parameters may take on this device (all of them together).
     srs_vram: Option<u64>,
+    /// Most VRAM one circuit's matrices may take (`None`: what is free).
+    pub(super) matrix_vram: Option<u64>,
     pub(super) chunk_bytes: usize,
 }
 
@@ -91,7 +99,9 @@ impl GpuContext {
         Ok(Arc::new(GpuContext {
             device: GpuDevice::open(ordinal)?,
             resident: Mutex::new(HashMap::new()),
-            limits: Mutex::new(Limits { srs_vram: None, chunk_bytes: DEFAULT_STREAM_CHUNK_BYTES }),
+            matrices: Mutex::new(HashMap::new()),
+            matrix_upload: Mutex::new(()),
+            limits: Mutex::new(Limits { srs_vram: None, matrix_vram: None, chunk_bytes: DEFAULT_STREAM_CHUNK_BYTES }),
         }))
     }
 
@@ -120,19 +130,36 @@ impl GpuContext {
         self.limits.lock().chunk_bytes
     }
 
-    /// Parameter sets placed on this device.
+    /// Parameter sets placed on this device; their bytes include the
+    /// matrices of their circuit when those are resident too.
     pub fn resident(&self) -> Vec<ResidentInfo> {
-        self.resident
+        let mut out: HashMap<u64, ResidentInfo> = self
+            .resident
             .lock()
             .iter()
-            .map(|(&params_id, r)| ResidentInfo { params_id, device_bytes: r.device_bytes, streamed_bytes: r.streamed_bytes })
-            .collect()
+            .map(|(&params_id, r)| (params_id, ResidentInfo { params_id, device_bytes: r.device_bytes, streamed_bytes: r.streamed_bytes }))
+            .collect();
+        for (&params_id, m) in self.matrices.lock().iter() {
+            out.entry(params_id).or_insert(ResidentInfo { params_id, device_bytes: 0, streamed_bytes: 0 }).device_bytes += m.device_bytes();
+        }
+        out.into_values().collect()
     }
 
-    /// Drop a parameter set from VRAM (in-flight proofs keep their reference
-    /// until they finish). Returns the bytes that will be freed.
+    /// Drop a parameter set, and its circuit's matrices, from VRAM
+    /// (in-flight proofs keep their reference until they finish). Returns
+    /// the bytes that will be freed.
     pub fn evict(&self, params_id: u64) -> Option<u64> {
-        self.resident.lock().remove(&params_id).map(|r| r.device_bytes)
+        let matrices = self.matrices.lock().remove(&params_id).map(|m| m.device_bytes());
+        let srs = self.resident.lock().remove(&params_id).map(|r| r.device_bytes);
+        match (srs, matrices) {
+            (None, None) => None,
+            (s, m) => Some(s.unwrap_or(0) + m.unwrap_or(0)),
+        }
+    }
+
+    /// Whether `params_id`'s parameters are placed on this device.
+    pub(super) fn srs_placed(&self, params_id: u64) -> bool {
+        self.resident.lock().contains_key(&params_id)
     }
 
     /// The placed copy of `params`, placing it (uploading on `stream`) first
@@ -169,17 +196,10 @@ impl GpuContext {
             let what = if shape.h_len == 0 { "the H query" } else { "the L query" };
             return Err(ProveError::ShapeMismatch { what, circuit: 1, params: 0 });
         }
-        let sections = [
-            (Section::H, 0..shape.h_len),
-            (Section::L, 0..shape.l_len),
-            (Section::A, n_in..shape.a_len),
-            (Section::BG1, b_inputs..shape.b_g1_len),
-            (Section::BG2, b_inputs..shape.b_g2_len),
-        ];
+        let sections = device_sections(&shape, b_inputs);
         let bytes = |(s, r): &(Section, Range<usize>)| r.len() as u64 * s.point_bytes() as u64;
         let (free, _) = self.device.memory().map_err(gpu_err)?;
-        // Keep a margin for the proofs' own buffers (a, b, c, aux, MSM scratch).
-        let working = 8 * 32 * (shape.h_len + 1 + shape.l_len) as u64;
+        let working = proof_working_bytes(&shape);
         let limits = *self.limits.lock();
         let total: u64 = sections.iter().map(bytes).sum();
         let room = (free as u64).saturating_sub(working);
@@ -255,6 +275,29 @@ impl GpuContext {
             + b_g2_aux.as_ref().map_or(0, |p| p.streamed_bytes(192));
         Ok(ResidentSrs { h, l, a_aux, b_g1_aux, b_g2_aux, a_inputs, b_g1_inputs, b_g2_inputs, device_bytes, streamed_bytes })
     }
+}
+
+/// The sections kept on the device (input-query points stay on the host),
+/// as (section, points): H, L, A, B G1, B G2.
+fn device_sections(shape: &ParamsShape, b_inputs: usize) -> [(Section, Range<usize>); 5] {
+    [
+        (Section::H, 0..shape.h_len),
+        (Section::L, 0..shape.l_len),
+        (Section::A, shape.num_inputs.min(shape.a_len)..shape.a_len),
+        (Section::BG1, b_inputs.min(shape.b_g1_len)..shape.b_g1_len),
+        (Section::BG2, b_inputs.min(shape.b_g2_len)..shape.b_g2_len),
+    ]
+}
+
+/// VRAM the sections of `shape` take when all are resident.
+pub(super) fn srs_device_bytes(shape: &ParamsShape, b_inputs: usize) -> u64 {
+    device_sections(shape, b_inputs).iter().map(|(s, r)| r.len() as u64 * s.point_bytes() as u64).sum()
+}
+
+/// The margin kept free for one proof's own buffers (a, b, c, aux, MSM
+/// scratch) when parameters or matrices are placed.
+pub(super) fn proof_working_bytes(shape: &ParamsShape) -> u64 {
+    8 * 32 * (shape.h_len + 1 + shape.l_len) as u64
 }
 
 /// Points decoded and uploaded at a time when a section is placed.

@@ -1,5 +1,6 @@
 //! Helpers shared by the engine tests: small configs, job sources that fail
-//! on purpose, a slow backend, and an independent check of packed proofs.
+//! on purpose, a job with a native witness (wrong on request), a slow
+//! backend, and an independent check of packed proofs.
 #![allow(dead_code)]
 
 use std::path::PathBuf;
@@ -8,6 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bellperson::groth16::{verify_proof, Proof};
+use blstrs::Scalar;
+use ff::Field;
 use kiln_groth16::{CpuBackend, ParamsFile, PendingMsms, ProveError, ProverBackend};
 use kiln_pipeline::synthetic::SyntheticJob;
 use kiln_pipeline::{Engine, EngineConfig, EngineStatus, JobOutcome, JobRequest, JobSource, JobTimings, PartitionFootprint, Priority, SrsSpec};
@@ -184,5 +187,39 @@ impl ProverBackend for SlowBackend {
     }
     fn host_scratch_ratio(&self) -> f64 {
         CpuBackend.host_scratch_ratio()
+    }
+}
+
+/// A synthetic job with a native generator (the test's stand-in: the
+/// ordinary synthesis's values, copied), wrong for one partition.
+pub struct WithNative {
+    pub inner: Arc<SyntheticJob>,
+    /// This partition's native witness has aux 0 (a copy of an input, so
+    /// constrained) off by one.
+    pub corrupt: Option<usize>,
+}
+
+impl JobSource for WithNative {
+    fn kind_label(&self) -> &str {
+        "native-synthetic"
+    }
+    fn srs(&self) -> SrsSpec {
+        self.inner.srs()
+    }
+    fn num_partitions(&self) -> usize {
+        self.inner.num_partitions()
+    }
+    fn synthesize(&self, i: usize, buffers: AssignmentBuffers, ctx: SynthContext<'_>) -> Result<Assignment, SynthError> {
+        let native = |w: &mut kiln_synth::native::AssignmentWriter<'_>| {
+            let asg = kiln_synth::synthesize(self.inner.circuit(i), AssignmentBuffers::heap()).map_err(|e| e.to_string())?;
+            for &x in &asg.input[1..] {
+                w.input(x);
+            }
+            for (k, &x) in asg.aux().iter().enumerate() {
+                w.aux(if k == 0 && self.corrupt == Some(i) { x + Scalar::ONE } else { x });
+            }
+            Ok(())
+        };
+        ctx.synthesize_native(native, |ctx, b| self.inner.synthesize(i, b, ctx), buffers)
     }
 }

@@ -7,19 +7,18 @@ use blstrs::Scalar;
 use ff::{Field, PrimeField};
 
 /// Bit 31 of a term's variable marks a public input (else an aux variable).
-const INPUT_BIT: u32 = 1 << 31;
+pub(crate) const INPUT_BIT: u32 = 1 << 31;
 /// Coefficient ids with a fast path: no multiplication.
 pub(crate) const COEFF_ONE: u32 = 0;
-const COEFF_MINUS_ONE: u32 = 1;
+pub(crate) const COEFF_MINUS_ONE: u32 = 1;
 
-/// One non-zero entry of a row: 8 bytes, so a matrix streams through the
-/// cache at twice the rate a (usize, Scalar) pair would.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(C)]
-pub(crate) struct Term {
-    var: u32,
-    coeff: u32,
-}
+/// One non-zero entry of a row: `[variable, coefficient id]`, 8 bytes, so a
+/// matrix streams through the cache at twice the rate a (usize, Scalar)
+/// pair would. The variable is an aux index, or an input index with
+/// [`INPUT_BIT`] set; the id indexes the coefficient table, where id 0 is 1
+/// and id 1 is -1 (the fast paths). This is also the form a GPU backend
+/// reads ([`MatrixView`](super::MatrixView)).
+pub(crate) type Term = [u32; 2];
 
 /// A sparse matrix in compressed-row form.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -61,7 +60,16 @@ impl SparseRows {
     }
 
     pub(crate) fn push(&mut self, var: Var, coeff: u32) {
-        self.terms.push(Term { var: var.0, coeff });
+        self.terms.push([var.0, coeff]);
+    }
+
+    /// Row `r` is `terms()[starts()[r]..starts()[r + 1]]`.
+    pub(crate) fn starts(&self) -> &[u32] {
+        &self.start
+    }
+
+    pub(crate) fn terms(&self) -> &[Term] {
+        &self.terms
     }
 
     fn row(&self, r: usize) -> &[Term] {
@@ -70,7 +78,7 @@ impl SparseRows {
 
     /// The variables of row `r`.
     pub(crate) fn row_vars(&self, r: usize) -> impl Iterator<Item = Var> + '_ {
-        self.row(r).iter().map(|t| Var(t.var))
+        self.row(r).iter().map(|t| Var(t[0]))
     }
 
     /// Append `other`'s rows, mapping each variable and coefficient id.
@@ -96,7 +104,7 @@ impl SparseRows {
         self.start.reserve(other.rows().saturating_sub(from));
         for r in from..other.rows() {
             for t in other.row(r) {
-                self.push(map_var(Var(t.var)), map_coeff(t.coeff));
+                self.push(map_var(Var(t[0])), map_coeff(t[1]));
             }
             self.end_row()?;
         }
@@ -138,10 +146,10 @@ impl SparseRows {
             let terms = &self.terms[t0..self.start[first + end] as usize];
             gathered.clear();
             gathered.extend(terms.iter().map(|t| {
-                if t.var & INPUT_BIT != 0 {
-                    input[(t.var & !INPUT_BIT) as usize]
+                if t[0] & INPUT_BIT != 0 {
+                    input[(t[0] & !INPUT_BIT) as usize]
                 } else {
-                    aux[t.var as usize]
+                    aux[t[0] as usize]
                 }
             }));
             let mut k = 0;
@@ -161,10 +169,10 @@ impl SparseRows {
             .map(|k| {
                 let terms = &self.terms[self.start[k * block] as usize..self.start[((k + 1) * block).min(self.rows())] as usize];
                 terms.iter().fold((0, 0), |(aux, input), t| {
-                    if t.var & INPUT_BIT != 0 {
-                        (aux, input.max((t.var & !INPUT_BIT) as usize + 1))
+                    if t[0] & INPUT_BIT != 0 {
+                        (aux, input.max((t[0] & !INPUT_BIT) as usize + 1))
                     } else {
-                        (aux.max(t.var as usize + 1), input)
+                        (aux.max(t[0] as usize + 1), input)
                     }
                 })
             })
@@ -179,7 +187,7 @@ const GATHER_TERMS: usize = 512;
 fn dot(terms: &[Term], values: &[Scalar], coeffs: &[Scalar]) -> Scalar {
     let mut acc = Scalar::ZERO;
     for (t, v) in terms.iter().zip(values) {
-        match t.coeff {
+        match t[1] {
             COEFF_ONE => acc += v,
             COEFF_MINUS_ONE => acc -= v,
             k => acc += *v * coeffs[k as usize],

@@ -37,12 +37,15 @@ mod witness;
 pub use matrix::CompileLimit;
 pub use segmented::{SegmentedCircuit, Whole};
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use bellpepper_core::{Circuit, ConstraintSystem, Index, Variable};
 use blstrs::Scalar;
 use ff::Field;
 use crate::buffer::AssignmentBuffers;
 use crate::density::Density;
-use crate::{Assignment, CircuitShape, SynthError};
+use crate::{Assignment, CircuitShape, Products, SynthError};
 use matrix::SparseRows;
 use witness::{CompilingCs, WitnessCs};
 
@@ -50,6 +53,8 @@ use witness::{CompilingCs, WitnessCs};
 /// non-zero term, coefficients deduplicated), the variable counts and the
 /// density bitmaps.
 pub struct CompiledR1cs {
+    /// Unique to this recording (see [`id`](Self::id)).
+    id: u64,
     num_inputs: usize,
     num_aux: usize,
     a: SparseRows,
@@ -64,6 +69,24 @@ pub struct CompiledR1cs {
     block_needs: Vec<(usize, usize)>,
 }
 
+/// One compiled matrix in compressed-row form, as a prover that evaluates
+/// a/b/c itself (a GPU backend) reads it: row `r` is
+/// `terms[row_start[r] as usize..row_start[r + 1] as usize]`, each term
+/// `[column, coefficient id]`. The column is an aux index, or an input
+/// index with [`CompiledR1cs::INPUT_BIT`] set; the id indexes
+/// [`CompiledR1cs::coefficients`], whose entries 0 and 1 are always 1 and
+/// -1 (no multiplication needed).
+#[derive(Clone, Copy, Debug)]
+pub struct MatrixView<'a> {
+    pub row_start: &'a [u32],
+    pub terms: &'a [[u32; 2]],
+}
+
+/// Where a synthesis on the compiled path leaves a/b/c: `None` evaluates
+/// them into the caller's buffers; `Some(r1cs)` (this very recording,
+/// shared) leaves them to the prover ([`Products::Deferred`]).
+pub(crate) type DeferTo<'a> = Option<&'a Arc<CompiledR1cs>>;
+
 /// A synthesis of the compiled path that did not produce an assignment but
 /// can be retried the ordinary way: the caller's buffers come back with it.
 pub(crate) enum Retry {
@@ -74,6 +97,9 @@ pub(crate) enum Retry {
 }
 
 impl CompiledR1cs {
+    /// Bit 31 of a term's column marks a public input ([`MatrixView`]).
+    pub const INPUT_BIT: u32 = matrix::INPUT_BIT;
+
     /// Synthesize `circuit` the compiled way's first time: compute its
     /// witness, record its constraints, and evaluate a/b/c from the record.
     pub fn compile<C: Circuit<Scalar>>(circuit: C, buffers: AssignmentBuffers) -> Result<(Assignment, CompiledR1cs), SynthError> {
@@ -87,7 +113,7 @@ impl CompiledR1cs {
     /// Synthesize another instance of the compiled circuit: witness only,
     /// then the three matrix-vector products in parallel.
     pub fn synthesize<C: Circuit<Scalar>>(&self, circuit: C, buffers: AssignmentBuffers) -> Result<Assignment, SynthError> {
-        match self.try_synthesize(circuit, buffers)? {
+        match self.try_synthesize_overlapped(circuit, buffers, None)?.map(|(asg, _, _)| asg) {
             Ok(a) => Ok(a),
             Err(Retry::TooLarge(l, _)) => Err(SynthError::TooLargeToCompile(l.0)),
             Err(Retry::Changed(e, _)) => Err(e),
@@ -136,7 +162,9 @@ impl CompiledR1cs {
             }
             d
         };
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         CompiledR1cs {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             num_inputs,
             num_aux,
             block_needs: overlap::block_needs([&a, &b, &c]),
@@ -150,21 +178,14 @@ impl CompiledR1cs {
         }
     }
 
-    pub(crate) fn try_synthesize<C: Circuit<Scalar>>(
-        &self,
-        circuit: C,
-        buffers: AssignmentBuffers,
-    ) -> Result<Result<Assignment, Retry>, SynthError> {
-        Ok(self.try_synthesize_overlapped(circuit, buffers)?.map(|(asg, _, _)| asg))
-    }
-
-    /// [`try_synthesize`](Self::try_synthesize), also saying how many
-    /// leading rows of a/b/c were evaluated while the witness ran, and how
-    /// long the witness took.
+    /// Another instance's witness, then a/b/c (or, with `defer`, not: see
+    /// [`DeferTo`]), saying how many leading rows of a/b/c were evaluated
+    /// while the witness ran, and how long the witness took.
     pub(crate) fn try_synthesize_overlapped<C: Circuit<Scalar>>(
         &self,
         circuit: C,
         buffers: AssignmentBuffers,
+        defer: DeferTo<'_>,
     ) -> Result<Result<(Assignment, usize, std::time::Duration), Retry>, SynthError> {
         let _span = tracing::debug_span!("synthesize_compiled").entered();
         let t = std::time::Instant::now();
@@ -172,11 +193,12 @@ impl CompiledR1cs {
         let mut cs = WitnessCs::with_buffers(buffers);
         // Every buffer at its final size before the witness starts: the
         // evaluator reads aux while it is written, so nothing may grow.
+        // (Deferred products need no a/b/c at all.)
         let bufs = &mut cs.bufs;
-        let sized = [&mut bufs.a, &mut bufs.b, &mut bufs.c].into_iter().all(|b| b.as_slice().len() >= n || b.try_grow(n))
+        let sized = (defer.is_some() || [&mut bufs.a, &mut bufs.b, &mut bufs.c].into_iter().all(|b| b.as_slice().len() >= n || b.try_grow(n)))
             && (bufs.aux.as_slice().len() >= self.num_aux || bufs.aux.try_grow(self.num_aux));
         let mut evaluated = 0;
-        if sized && overlap::enabled() {
+        if sized && defer.is_none() && overlap::enabled() {
             let empty = || Box::new(Vec::<Scalar>::new()) as Box<dyn crate::ScalarBuffer>;
             let mut abc = [std::mem::replace(&mut cs.bufs.a, empty()), std::mem::replace(&mut cs.bufs.b, empty()), std::mem::replace(&mut cs.bufs.c, empty())];
             // SAFETY: until `reader` and `cs.feed` are dropped below, the aux
@@ -219,7 +241,7 @@ impl CompiledR1cs {
             };
             return Ok(Err(Retry::Changed(e, cs.bufs)));
         }
-        let assignment = self.evaluate(cs, evaluated)?;
+        let assignment = self.finish(cs, evaluated, defer)?;
         tracing::debug!(
             witness_ms = witness.as_secs_f64() * 1e3,
             rows_during_witness = evaluated,
@@ -227,6 +249,36 @@ impl CompiledR1cs {
             "compiled synthesis"
         );
         Ok(Ok((assignment, evaluated, witness)))
+    }
+
+    /// The assignment of a complete witness: a/b/c evaluated (rows below
+    /// `from` are already there), or left to the prover with `defer`.
+    fn finish(&self, w: WitnessCs, from: usize, defer: DeferTo<'_>) -> Result<Assignment, SynthError> {
+        match defer {
+            None => self.evaluate(w, from),
+            Some(r1cs) => {
+                debug_assert!(std::ptr::eq(&**r1cs, self), "deferred to another recording");
+                if let Some(capacity) = w.aux_overflow {
+                    return Err(SynthError::BufferTooSmall { which: "aux", needed: w.num_aux, capacity });
+                }
+                let WitnessCs { bufs, input, num_aux, .. } = w;
+                Ok(self.assignment(bufs, input, num_aux, Products::Deferred(r1cs.clone())))
+            }
+        }
+    }
+
+    /// An assignment of this circuit over `buffers`.
+    pub(crate) fn assignment(&self, buffers: AssignmentBuffers, input: Vec<Scalar>, num_aux: usize, products: Products) -> Assignment {
+        Assignment {
+            buffers,
+            input,
+            num_constraints: self.num_constraints(),
+            num_aux,
+            a_aux_density: self.a_aux_density.clone(),
+            b_input_density: self.b_input_density.clone(),
+            b_aux_density: self.b_aux_density.clone(),
+            products,
+        }
     }
 
     /// a/b/c from a complete witness, into the witness system's buffers;
@@ -244,15 +296,24 @@ impl CompiledR1cs {
             }
             m.mul_rows(from, &self.coeffs, &input, aux, &mut buf.as_mut_slice()[from..n], true);
         }
-        Ok(Assignment {
-            buffers: bufs,
-            input,
-            num_constraints: n,
-            num_aux,
-            a_aux_density: self.a_aux_density.clone(),
-            b_input_density: self.b_input_density.clone(),
-            b_aux_density: self.b_aux_density.clone(),
-        })
+        Ok(self.assignment(bufs, input, num_aux, Products::Host))
+    }
+
+    /// Identifies this recording: two compiled circuits never share an id
+    /// in one process (even one compiled again after the first was dropped),
+    /// so a copy of the matrices kept elsewhere (in VRAM) can be keyed by it.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The A, B and C matrices.
+    pub fn matrices(&self) -> [MatrixView<'_>; 3] {
+        [&self.a, &self.b, &self.c].map(|m| MatrixView { row_start: m.starts(), terms: m.terms() })
+    }
+
+    /// The distinct coefficients the matrices' terms name by id.
+    pub fn coefficients(&self) -> &[Scalar] {
+        &self.coeffs
     }
 
     /// Constraints, counting one `input * 0 = 0` per input.
@@ -304,3 +365,5 @@ impl std::fmt::Debug for CompiledR1cs {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod deferred_tests;

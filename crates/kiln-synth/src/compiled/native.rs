@@ -17,10 +17,10 @@ use blstrs::Scalar;
 use ff::Field;
 use rayon::prelude::*;
 
-use super::CompiledR1cs;
+use super::{CompiledR1cs, DeferTo};
 use crate::buffer::AssignmentBuffers;
 use crate::native::AssignmentWriter;
-use crate::{Assignment, SynthError};
+use crate::{Assignment, Products, SynthError};
 
 /// Why a native witness was not used.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,13 +43,18 @@ impl CompiledR1cs {
     /// with a/b/c evaluated from the matrices and checked row by row.
     /// A generator error or panic, a wrong number of values or an
     /// unsatisfied row rejects it.
-    pub(crate) fn try_native<N>(&self, generate: N, mut bufs: AssignmentBuffers) -> Result<NativeOutcome, SynthError>
+    ///
+    /// With `defer`, a/b/c are neither evaluated nor checked here: the
+    /// assignment's products are [`Products::Deferred`], and the prover
+    /// that evaluates them checks every row (the a/b/c buffers may be empty).
+    pub(crate) fn try_native<N>(&self, generate: N, mut bufs: AssignmentBuffers, defer: DeferTo<'_>) -> Result<NativeOutcome, SynthError>
     where
         N: FnOnce(&mut AssignmentWriter<'_>) -> Result<(), String>,
     {
         let _span = tracing::debug_span!("synthesize_native").entered();
         let n = self.num_constraints();
-        for (buf, which, len) in [(&mut bufs.a, "a", n), (&mut bufs.b, "b", n), (&mut bufs.c, "c", n), (&mut bufs.aux, "aux", self.num_aux)] {
+        let abc_len = if defer.is_some() { 0 } else { n };
+        for (buf, which, len) in [(&mut bufs.a, "a", abc_len), (&mut bufs.b, "b", abc_len), (&mut bufs.c, "c", abc_len), (&mut bufs.aux, "aux", self.num_aux)] {
             if buf.as_slice().len() < len && !buf.try_grow(len) {
                 return Err(SynthError::BufferTooSmall { which, needed: len, capacity: buf.as_slice().len() });
             }
@@ -70,44 +75,67 @@ impl CompiledR1cs {
         if let Some(reason) = failed {
             return Ok(Err((Rejection { first_bad_row: None, reason }, bufs)));
         }
+        if let Some(r1cs) = defer {
+            tracing::debug!(witness_ms = witness.as_secs_f64() * 1e3, "native witness written; a/b/c left to the prover");
+            return Ok(Ok((self.assignment(bufs, input, self.num_aux, Products::Deferred(r1cs.clone())), witness)));
+        }
         let first_bad_row = {
             let aux = &bufs.aux.as_slice()[..self.num_aux];
             let (a, b, c) = (&mut bufs.a, &mut bufs.b, &mut bufs.c);
-            self.evaluate_checked(&input, aux, [&mut a.as_mut_slice()[..n], &mut b.as_mut_slice()[..n], &mut c.as_mut_slice()[..n]])
+            self.products_checked(0, &input, aux, [&mut a.as_mut_slice()[..n], &mut b.as_mut_slice()[..n], &mut c.as_mut_slice()[..n]])
         };
         if let Some(row) = first_bad_row {
             let reason = format!("constraint {row} of {n} is not satisfied (a*b != c)");
             return Ok(Err((Rejection { first_bad_row: Some(row), reason }, bufs)));
         }
         tracing::debug!(witness_ms = witness.as_secs_f64() * 1e3, "native witness checked");
-        let assignment = Assignment {
-            buffers: bufs,
-            input,
-            num_constraints: n,
-            num_aux: self.num_aux,
-            a_aux_density: self.a_aux_density.clone(),
-            b_input_density: self.b_input_density.clone(),
-            b_aux_density: self.b_aux_density.clone(),
-        };
-        Ok(Ok((assignment, witness)))
+        Ok(Ok((self.assignment(bufs, input, self.num_aux, Products::Host), witness)))
     }
 
-    /// a/b/c for every row, on every core; each block of rows is checked
-    /// (a*b = c) right after its products, while they are in cache.
-    /// Returns the first row that is not satisfied.
-    fn evaluate_checked(&self, input: &[Scalar], aux: &[Scalar], [a, b, c]: [&mut [Scalar]; 3]) -> Option<usize> {
+    /// a/b/c of rows `first..first + a.len()` (`a`, `b`, `c` of one
+    /// length) from the inputs and aux of a complete witness, on every
+    /// core; each block of rows is checked (a*b = c) right after its
+    /// products, while they are in cache. Returns the first row that is
+    /// not satisfied. What a prover runs for an assignment whose products
+    /// are [`Products::Deferred`] when it evaluates them on the host.
+    ///
+    /// # Panics
+    /// If the rows pass the last constraint or the slices' lengths differ,
+    /// or `input`/`aux` are shorter than the circuit's.
+    pub fn products_checked(&self, first: usize, input: &[Scalar], aux: &[Scalar], [a, b, c]: [&mut [Scalar]; 3]) -> Option<usize> {
+        assert!(a.len() == b.len() && b.len() == c.len() && first + a.len() <= self.num_constraints(), "rows out of range");
+        assert!(input.len() >= self.num_inputs && aux.len() >= self.num_aux, "the witness is shorter than the circuit");
         a.par_chunks_mut(ROWS_PER_TASK)
             .zip(b.par_chunks_mut(ROWS_PER_TASK))
             .zip(c.par_chunks_mut(ROWS_PER_TASK))
             .enumerate()
-            .filter_map(|(task, ((a, b), c))| {
+            .filter_map(|(task, ((a, b), c))| self.products_checked_serial(first + task * ROWS_PER_TASK, input, aux, [a, b, c]))
+            .min()
+    }
+
+    /// The first row that `input` and `aux` do not satisfy, evaluating
+    /// every row on every core without keeping a/b/c.
+    pub fn first_unsatisfied(&self, input: &[Scalar], aux: &[Scalar]) -> Option<usize> {
+        let n = self.num_constraints();
+        (0..n.div_ceil(ROWS_PER_TASK))
+            .into_par_iter()
+            .filter_map(|task| {
                 let first = task * ROWS_PER_TASK;
-                self.a.mul_block(first, &self.coeffs, input, aux, a);
-                self.b.mul_block(first, &self.coeffs, input, aux, b);
-                self.c.mul_block(first, &self.coeffs, input, aux, c);
-                a.iter().zip(b.iter()).zip(c.iter()).position(|((a, b), c)| *a * b != *c).map(|k| first + k)
+                let len = ROWS_PER_TASK.min(n - first);
+                let mut abc = vec![Scalar::ZERO; 3 * len];
+                let (a, bc) = abc.split_at_mut(len);
+                let (b, c) = bc.split_at_mut(len);
+                self.products_checked_serial(first, input, aux, [a, b, c])
             })
             .min()
+    }
+
+    /// [`products_checked`](Self::products_checked) on this thread, for one task's rows.
+    fn products_checked_serial(&self, first: usize, input: &[Scalar], aux: &[Scalar], [a, b, c]: [&mut [Scalar]; 3]) -> Option<usize> {
+        self.a.mul_block(first, &self.coeffs, input, aux, a);
+        self.b.mul_block(first, &self.coeffs, input, aux, b);
+        self.c.mul_block(first, &self.coeffs, input, aux, c);
+        a.iter().zip(b.iter()).zip(c.iter()).position(|((a, b), c)| *a * b != *c).map(|k| first + k)
     }
 }
 

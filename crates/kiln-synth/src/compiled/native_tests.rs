@@ -96,17 +96,17 @@ fn the_first_bad_row_is_reported() {
     let cache = CircuitCache::unbounded();
     let r1cs = {
         run(cache.context("rows", usize::MAX), 1, Fault::None);
-        cache.ready("rows").unwrap()
+        cache.compiled("rows").unwrap()
     };
     let want = expected(5);
     // The last aux value is defined by the circuit's last constraint, and
     // no row before it names it.
-    let outcome = r1cs.try_native(generator(&want, Fault::Aux(want.num_aux - 1)), AssignmentBuffers::heap()).unwrap();
+    let outcome = r1cs.try_native(generator(&want, Fault::Aux(want.num_aux - 1)), AssignmentBuffers::heap(), None).unwrap();
     let Err((rejection, _)) = outcome else { panic!("the changed witness was accepted") };
     let row = rejection.first_bad_row.expect("a row");
     assert!(row > want.num_constraints / 2 && row < want.num_constraints, "{rejection:?}");
     assert!(rejection.reason.contains(&format!("constraint {row} of {}", want.num_constraints)), "{rejection:?}");
-    let Err((short, _)) = r1cs.try_native(generator(&want, Fault::Short), AssignmentBuffers::heap()).unwrap() else { panic!("accepted") };
+    let Err((short, _)) = r1cs.try_native(generator(&want, Fault::Short), AssignmentBuffers::heap(), None).unwrap() else { panic!("accepted") };
     assert_eq!(short.first_bad_row, None);
     assert!(short.reason.contains("into room for"), "{short:?}");
 }
@@ -134,4 +134,35 @@ fn a_buffer_too_small_for_the_recorded_circuit_is_an_error() {
     let bufs = AssignmentBuffers::new(fixed(4096), fixed(4096), fixed(4096), fixed(want.num_aux - 1));
     let e = ctx.synthesize_native(generator(&want, Fault::None), |_, _| panic!("not reached"), bufs).err().unwrap();
     assert!(matches!(e, SynthError::BufferTooSmall { which: "aux", .. }), "{e}");
+}
+
+/// With deferred products the native witness is not checked here: the
+/// prover evaluates and checks it, and finds the row the host path would
+/// have rejected. A generator that fails is still redone on the gadget
+/// path, whose products are deferred too.
+#[test]
+fn a_deferred_native_witness_is_left_to_the_prover_to_check() {
+    use crate::compiled::deferred_tests::aux_only;
+    let cache = CircuitCache::unbounded();
+    run(cache.context("deferred", usize::MAX), 1, Fault::None);
+    let r1cs = cache.compiled("deferred").unwrap();
+    let ctx = cache.context("deferred", usize::MAX).with_deferred_products(&r1cs);
+    let want = expected(5);
+    let good = ctx.synthesize_native(generator(&want, Fault::None), |_, _| panic!("gadget path"), aux_only(want.num_aux)).unwrap();
+    assert!(!good.products_on_host());
+    assert!(good.input == want.input && good.aux() == want.aux());
+    good.check_satisfied().unwrap();
+    let fault = Fault::Aux(want.num_aux - 1);
+    let bad = ctx.synthesize_native(generator(&want, fault), |_, _| panic!("not checked here"), aux_only(want.num_aux)).unwrap();
+    let Err((host, _)) = r1cs.try_native(generator(&want, fault), AssignmentBuffers::heap(), None).unwrap() else { panic!("accepted") };
+    match bad.check_satisfied() {
+        Err(SynthError::Unsatisfied { index, .. }) => assert_eq!(Some(index), host.first_bad_row),
+        other => panic!("unexpected {other:?}"),
+    }
+    let redo = ctx
+        .synthesize_native(generator(&want, Fault::Panic), |ctx, b| ctx.synthesize(|| Ok(circuit(5)), b), aux_only(want.num_aux))
+        .unwrap();
+    assert!(!redo.products_on_host() && redo.aux() == want.aux());
+    let s = cache.stats();
+    assert_eq!((s.native_syntheses, s.native_rejections, s.deferred_products), (2, 1, 3));
 }

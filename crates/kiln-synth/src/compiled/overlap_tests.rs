@@ -68,7 +68,7 @@ fn rows_are_evaluated_while_the_witness_runs_and_match_plain_synthesis() {
     let len = 12 * BLOCK_ROWS + 1234;
     let (_, r1cs) = CompiledR1cs::compile(SlowChain::new(len, 1), AssignmentBuffers::heap()).unwrap();
     for seed in [2, 3] {
-        let (fast, during, _) = r1cs.try_synthesize_overlapped(SlowChain::new(len, seed), AssignmentBuffers::heap()).unwrap().ok().unwrap();
+        let (fast, during, _) = r1cs.try_synthesize_overlapped(SlowChain::new(len, seed), AssignmentBuffers::heap(), None).unwrap().ok().unwrap();
         let plain = synthesize(SlowChain::new(len, seed), AssignmentBuffers::heap()).unwrap();
         assert_same(&fast, &plain);
         // The witness sleeps ~3 ms every 4096 variables: the evaluator has

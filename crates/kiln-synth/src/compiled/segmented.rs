@@ -17,7 +17,7 @@ use ff::Field;
 use rayon::prelude::*;
 
 use super::witness::WitnessCs;
-use super::{CompiledR1cs, Retry};
+use super::{CompiledR1cs, DeferTo, Retry};
 use crate::buffer::AssignmentBuffers;
 use crate::{Assignment, SynthError};
 
@@ -164,6 +164,7 @@ impl CompiledR1cs {
         buffers: AssignmentBuffers,
         parallel: &AtomicU64,
         witness_ns: &AtomicU64,
+        defer: DeferTo<'_>,
     ) -> Result<Result<Assignment, Retry>, SynthError> {
         let _span = tracing::debug_span!("synthesize_segmented", segments = circuit.segments()).entered();
         let t = std::time::Instant::now();
@@ -172,7 +173,7 @@ impl CompiledR1cs {
         circuit.synthesize_part(&mut cs, None)?;
         let prefix = Sizes { inputs: cs.input.len(), aux: cs.num_aux, constraints: cs.num_constraints };
         let Some(seg) = self.segment_sizes(prefix, circuit.segments()) else {
-            return Ok(self.try_synthesize_overlapped(Whole(circuit), cs.bufs)?.map(|(asg, _, witness)| {
+            return Ok(self.try_synthesize_overlapped(Whole(circuit), cs.bufs, defer)?.map(|(asg, _, witness)| {
                 witness_ns.fetch_add(witness.as_nanos() as u64, Ordering::Relaxed);
                 asg
             }));
@@ -212,7 +213,7 @@ impl CompiledR1cs {
         }
         parallel.fetch_add(1, Ordering::Relaxed);
         witness_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        Ok(Ok(self.evaluate(cs, 0)?))
+        Ok(Ok(self.finish(cs, 0, defer)?))
     }
 
     /// The one shape the recording's sizes give `segments` segments after

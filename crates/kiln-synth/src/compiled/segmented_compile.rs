@@ -67,7 +67,7 @@ impl CompiledR1cs {
             Ok(r) => r,
             Err(limit) => return Ok(Err(Retry::TooLarge(limit, buffers))),
         };
-        Ok(match r1cs.try_synthesize_segmented(circuit, buffers, parallel, witness_ns)? {
+        Ok(match r1cs.try_synthesize_segmented(circuit, buffers, parallel, witness_ns, None)? {
             Ok(asg) => Ok((asg, r1cs)),
             Err(retry) => Err(retry),
         })

@@ -169,3 +169,26 @@ fn a_second_worker_waits_for_a_segmented_compile() {
     let st = cache.stats();
     assert_eq!((st.compiles, st.compiled_syntheses, st.plain_syntheses), (1, 1, 0), "{st:?}");
 }
+
+/// With deferred products the segments' witnesses still run in parallel,
+/// and the products evaluated afterwards are the whole circuit's.
+#[test]
+fn deferred_products_of_a_segmented_circuit_are_the_whole_circuits() {
+    use crate::compiled::deferred_tests::aux_only;
+    let c = |seed| Chains { seed, segments: 7, len: 30, uneven: false, lie: false };
+    let cache = CircuitCache::unbounded();
+    let ctx = cache.context("chains", usize::MAX);
+    ctx.synthesize_segmented(&c(1), AssignmentBuffers::heap()).unwrap();
+    let r1cs = cache.compiled("chains").unwrap();
+    let got = ctx.with_deferred_products(&r1cs).synthesize_segmented(&c(2), aux_only(r1cs.shape().num_aux)).unwrap();
+    let want = synthesize(Whole(&c(2)), AssignmentBuffers::heap()).unwrap();
+    assert!(!got.products_on_host());
+    assert!(got.input == want.input && got.aux() == want.aux());
+    let n = want.num_constraints;
+    let mut abc = [vec![Scalar::ZERO; n], vec![Scalar::ZERO; n], vec![Scalar::ZERO; n]];
+    let [a, b, cc] = &mut abc;
+    assert_eq!(r1cs.products_checked(0, &got.input, got.aux(), [a, b, cc]), None);
+    assert!(abc[0] == want.a() && abc[1] == want.b() && abc[2] == want.c());
+    let s = cache.stats();
+    assert_eq!((s.segmented_syntheses, s.deferred_products), (1, 1), "the recording is not counted");
+}

@@ -17,12 +17,12 @@ use crate::{synthesize, Assignment, AssignmentBuffers, CircuitCache, CompiledR1c
 /// `extend`, whose own ONE appears in B. Constraints need not hold: the test
 /// compares evaluations, not satisfiability.
 #[derive(Clone, Copy, Debug)]
-struct RandomR1cs {
-    structure: u64,
-    witness: u64,
-    inputs: usize,
-    constraints: usize,
-    subsystems: usize,
+pub(super) struct RandomR1cs {
+    pub(super) structure: u64,
+    pub(super) witness: u64,
+    pub(super) inputs: usize,
+    pub(super) constraints: usize,
+    pub(super) subsystems: usize,
 }
 
 fn coeff(r: &mut ChaCha8Rng) -> Scalar {
@@ -121,7 +121,7 @@ fn synthetic_workloads_match_and_stay_satisfied() {
 /// Allocates one more variable and constraint when its witness is odd: a
 /// circuit bug the compiled path must catch.
 #[derive(Clone, Copy)]
-struct ShapeShifter(u64);
+pub(super) struct ShapeShifter(pub(super) u64);
 
 impl Circuit<Scalar> for ShapeShifter {
     fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {

@@ -77,6 +77,11 @@ pub fn run_kind(
         }
         log(&p);
     }
+    let j = engine.status().jobs;
+    side.notes.push(format!(
+        "kiln partitions' a/b/c: {} computed during synthesis (host), {} by the prover (GPU, device_products), {} rejected by the prover and redone",
+        j.products_in_synthesis, j.products_by_prover, j.products_rejected
+    ));
     engine.shutdown_blocking(Duration::from_secs(30));
     if let (Some(s), Some(p)) = (median(&synth), median(&prove)) {
         side.notes.push(format!("kiln timed proofs: synthesis {s:.1} ms + prover {p:.1} ms (medians, summed over partitions)"));

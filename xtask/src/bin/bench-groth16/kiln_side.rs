@@ -156,6 +156,11 @@ pub fn run_shape(
             ms(t0.elapsed())
         ));
     }
+    let j = engine.status().jobs;
+    r.notes.push(format!(
+        "partitions' a/b/c: {} computed during synthesis (host), {} by the prover (GPU, device_products), {} rejected by the prover and redone",
+        j.products_in_synthesis, j.products_by_prover, j.products_rejected
+    ));
     engine.shutdown_blocking(Duration::from_secs(30));
     Ok(r)
 }
