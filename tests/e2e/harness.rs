@@ -66,14 +66,22 @@ pub struct Daemon {
 /// top of the test defaults (small budget, pageable buffers, ephemeral
 /// status port, the shared parameter cache).
 pub async fn start(transport: Transport, settings: &[(&str, &str)]) -> Daemon {
-    // filecoin-proofs reads its parameter cache location once per process:
-    // point it at the run's shared cache before any daemon can ask.
-    crate::filecoin::fil_params_dir();
     let dir = tempfile::tempdir().unwrap();
     let listen = match transport {
         Transport::Unix => format!("unix:{}", dir.path().join("kiln.sock").display()),
         Transport::Tcp => "tcp:127.0.0.1:0".to_string(),
     };
+    let running = serve::start(test_config(&listen, settings)).await.expect("daemon starts");
+    Daemon { running: Some(running), _dir: dir }
+}
+
+/// The test daemons' configuration listening on `listen`, with
+/// `settings` over the test defaults (see [`start`]).
+pub fn test_config(listen: &str, settings: &[(&str, &str)]) -> config::DaemonConfig {
+    // filecoin-proofs reads its parameter cache location once per process:
+    // point it at the run's shared cache before any daemon can ask.
+    crate::filecoin::fil_params_dir();
+    let listen = listen.to_string();
     let mut flags: Vec<(String, String)> = vec![
         ("listen".into(), listen),
         ("status_listen".into(), "127.0.0.1:0".into()),
@@ -90,9 +98,7 @@ pub async fn start(transport: Transport, settings: &[(&str, &str)]) -> Daemon {
     // Only the layers under test: no file, no process environment but the
     // Filecoin parameter cache this process already uses.
     let env = vec![("FIL_PROOFS_PARAMETER_CACHE".to_string(), crate::filecoin::fil_params_dir().display().to_string())];
-    let cfg = config::resolve(&Sources { file: None, env, flags }).expect("valid test configuration");
-    let running = serve::start(cfg).await.expect("daemon starts");
-    Daemon { running: Some(running), _dir: dir }
+    config::resolve(&Sources { file: None, env, flags }).expect("valid test configuration")
 }
 
 impl Daemon {

@@ -8,9 +8,11 @@ mod filecoin;
 mod harness;
 mod jobs;
 mod lifecycle;
+mod limits;
 mod malformed;
 mod observe;
 mod python;
+mod restart;
 
 /// Held by every test that runs proofs.
 pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

@@ -28,7 +28,9 @@ async fn status_and_metrics_over_http_and_grpc() {
     assert_eq!(code, 200);
     assert!(ctype.starts_with("text/plain; version=0.0.4"), "{ctype}");
     for line in [
-        "kiln_memory_budget_bytes 201326592".to_string(),
+        // 192 MiB configured: 3 MiB of it (1/64) kept for requests, the rest for proving.
+        "kiln_memory_budget_bytes 198180864".to_string(),
+        "kiln_request_memory_bytes 3145728".to_string(),
         "kiln_jobs_total{outcome=\"completed\"} 1".to_string(),
         "kiln_partitions_proved_total 2".to_string(),
         "kiln_jobs_in_flight 0".to_string(),
@@ -48,7 +50,8 @@ async fn status_and_metrics_over_http_and_grpc() {
     assert_eq!(st["process"]["pid"], std::process::id(), "the daemon runs in this test's process");
     assert!(st["process"]["rss_bytes"].as_u64().unwrap() > 0, "{st:#}");
     let e = &st["engine"];
-    assert_eq!(e["budget"]["total"], 192u64 << 20);
+    assert_eq!(e["budget"]["total"], (192u64 - 3) << 20);
+    assert_eq!(e["requests"]["memory"]["total"], 3u64 << 20);
     assert_eq!(e["jobs"]["completed"], 1);
     let names: Vec<_> = e["buffers"]["stages"].as_array().unwrap().iter().map(|s| s["stage"].as_str().unwrap().to_string()).collect();
     assert_eq!(names, STAGES);

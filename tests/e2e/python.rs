@@ -71,7 +71,9 @@ async fn python_grpcio_calls_every_rpc_over_both_transports() {
         };
         let r = run_client(stubs.path(), target.clone()).await;
         let what = format!("{transport:?} ({target}): {r:#}");
-        assert_eq!(r["status_backends"], serde_json::json!(["cpu"]), "{what}");
+        // The ordinary worker and the critical lane's, both on the CPU.
+        let backends = r["status_backends"].as_array().unwrap_or_else(|| panic!("{what}"));
+        assert!(!backends.is_empty() && backends.iter().all(|b| b == "cpu"), "{what}");
         assert_eq!(r["metrics_has_build_info"], true, "{what}");
         assert_eq!(r["preload_already_loaded"], false, "{what}");
         assert_eq!(r["prove"]["status"], "COMPLETED", "{what}");

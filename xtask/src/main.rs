@@ -6,6 +6,7 @@
 //! - `cargo xtask gen-vanilla --sector-size 2KiB`  real Filecoin inputs of every kind (seal, C1, vanilla proofs) as request payloads
 //!   (`--sector-size 32GiB` / `64GiB`, or `--sparse`: valid inputs from a sparse CC sector, no sealing)
 //! - `cargo xtask soak`           drive a kiln daemon with a workload file for `--duration`; steady-state report + plots
+//! - `cargo xtask kill-loop --iterations 100`  SIGTERM and SIGKILL a real daemon at random moments, restart, check clients and proofs
 //! - `cargo xtask bench groth16 --peer supraseal`  kiln's GPU prover against SupraSeal C2, same run
 //!   (`--build-only` puts the binaries for a GPU machine without Rust in `.gpu-peer/`)
 //! - `cargo xtask bench filecoin --peer supraseal`  kiln against filecoin-proofs' SupraSeal path on
@@ -23,6 +24,7 @@ mod bench_kernels;
 mod bench_latency;
 mod gen_vanilla;
 mod kernels;
+mod kill_loop;
 mod peer_build;
 mod soak;
 mod stats;
@@ -47,6 +49,8 @@ enum Cmd {
     GenVanilla(gen_vanilla::Args),
     /// Drive a kiln daemon with a workload for a long time; report steady-state figures and plots.
     Soak(soak::Args),
+    /// Kill a real daemon (SIGTERM, SIGKILL) at random moments and restart it: every client answered, no invalid proof, one daemon.
+    KillLoop(kill_loop::Args),
 }
 
 #[derive(Subcommand)]
@@ -67,6 +71,7 @@ fn main() -> Result<()> {
     match Cli::parse().cmd {
         Cmd::Kernels(args) => kernels::run(args),
         Cmd::Soak(args) => soak::run(args),
+        Cmd::KillLoop(args) => kill_loop::run(args),
         Cmd::GenVanilla(args) => gen_vanilla::run(args),
         Cmd::Bench { suite } => match suite {
             BenchSuite::Cpu(args) => bench_cpu::run(args),

@@ -61,6 +61,8 @@ pub struct DaemonConfig {
     pub max_synthetic_log_size: u32,
     /// Largest gRPC message accepted or sent (PoRep C1 outputs are tens of MiB).
     pub max_message_bytes: usize,
+    /// Most gRPC calls one connection may have open at once.
+    pub max_streams_per_connection: u32,
     /// The engine's knobs (kiln-pipeline's `EngineConfig`).
     pub engine: EngineConfig,
     /// Things worth a warning in the log (deprecated names, overridden
@@ -128,6 +130,7 @@ struct Raw {
     gpu_stream_chunk_bytes: u64,
     max_synthetic_log_size: u32,
     max_message_bytes: u64,
+    max_streams_per_connection: u32,
     engine: EngineConfig,
 }
 
@@ -150,6 +153,7 @@ impl Default for Raw {
             gpu_stream_chunk_bytes: kiln_groth16::gpu::DEFAULT_STREAM_CHUNK_BYTES as u64,
             max_synthetic_log_size: 20,
             max_message_bytes: 512 << 20,
+            max_streams_per_connection: 256,
             engine: EngineConfig::default(),
         }
     }
@@ -198,6 +202,7 @@ const TOP_LEVEL: &[(&str, bool)] = &[
     ("gpu_stream_chunk_bytes", false),
     ("max_synthetic_log_size", false),
     ("max_message_bytes", false),
+    ("max_streams_per_connection", false),
 ];
 
 /// The layers above the defaults, as the command line collected them.
@@ -271,6 +276,9 @@ pub fn resolve(src: &Sources) -> Result<DaemonConfig> {
     if raw.max_message_bytes < 4096 {
         bail!("max_message_bytes must be at least 4096, not {}", raw.max_message_bytes);
     }
+    if raw.max_streams_per_connection == 0 {
+        bail!("max_streams_per_connection must be at least 1");
+    }
     let socket = SocketAccess::parse(&raw.socket_mode, &raw.socket_group)?;
     let log_format = LogFormat::parse(&raw.log_format)?;
     tracing_subscriber::EnvFilter::try_new(&raw.log_level).with_context(|| format!("log_level {:?} is not a log filter (e.g. info, kiln_pipeline=debug)", raw.log_level))?;
@@ -305,6 +313,7 @@ pub fn resolve(src: &Sources) -> Result<DaemonConfig> {
         gpu_stream_chunk_bytes: raw.gpu_stream_chunk_bytes,
         max_synthetic_log_size: raw.max_synthetic_log_size,
         max_message_bytes: usize::try_from(raw.max_message_bytes).unwrap_or(usize::MAX),
+        max_streams_per_connection: raw.max_streams_per_connection,
         engine: raw.engine,
         warnings,
     })
@@ -347,6 +356,7 @@ impl DaemonConfig {
             gpu_stream_chunk_bytes: self.gpu_stream_chunk_bytes,
             max_synthetic_log_size: self.max_synthetic_log_size,
             max_message_bytes: self.max_message_bytes as u64,
+            max_streams_per_connection: self.max_streams_per_connection,
             engine: self.engine.clone(),
         };
         toml::to_string(&raw).unwrap_or_else(|e| format!("# cannot render the configuration: {e}\n"))

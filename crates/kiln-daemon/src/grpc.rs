@@ -17,6 +17,7 @@ use kiln_proto::ProvingEngine;
 use tonic::{Code, Request, Response, Status};
 
 use crate::kinds::{self, KindContext, KindError};
+use crate::limits::MessageMemory;
 use crate::metrics::Metrics;
 
 /// The service: a handle on the engine and what building jobs needs.
@@ -41,7 +42,10 @@ impl Service {
     /// UNAVAILABLE (shutting down).
     async fn submit(&self, req: SubmitProofRequest) -> Result<SubmitProofResponse, Status> {
         let wire_kind = kiln_proto::v1::ProofKind::try_from(req.proof_kind).map(|k| k.as_str_name()).unwrap_or("UNKNOWN");
-        let submitted = self.submit_job(&req).await;
+        let submitted = match id_too_long("request_id", &req.request_id, Code::InvalidArgument) {
+            None => self.submit_job(&req).await.map_err(capped),
+            Some(e) => Err(e),
+        };
         if let Err(e) = &submitted {
             self.metrics.jobs().refused(wire_kind, e.code());
         }
@@ -58,7 +62,8 @@ impl Service {
             status
         })?;
         let kind_label = job.source.kind_label().to_string();
-        let mut request = JobRequest::new(req.request_id.clone(), job.priority, job.source);
+        let mut request =
+            JobRequest::new(req.request_id.clone(), job.priority, job.source).with_payload_bytes(crate::limits::payload_bytes(req));
         if req.deadline_ms > 0 {
             request = request.with_deadline_in(Duration::from_millis(req.deadline_ms));
         }
@@ -69,7 +74,7 @@ impl Service {
             .await
             .map_err(|e| Status::internal(format!("submission panicked: {e}")))?
             .map_err(|e| match e {
-                SubmitError::TooLarge(_) => Status::resource_exhausted(e.to_string()),
+                SubmitError::TooLarge(_) | SubmitError::Busy(_) => Status::resource_exhausted(e.to_string()),
                 SubmitError::Invalid(_) => Status::invalid_argument(e.to_string()),
                 SubmitError::ShuttingDown => Status::unavailable(e.to_string()),
             })?;
@@ -90,9 +95,19 @@ impl Service {
         if job_id.is_empty() {
             return Err(Status::invalid_argument("job_id is required"));
         }
+        if let Some(e) = id_too_long("job_id", job_id, Code::InvalidArgument) {
+            return Err(e);
+        }
         let timeout = (timeout_ms > 0).then(|| Duration::from_millis(timeout_ms));
         let outcome = self.engine.wait(job_id, timeout).await;
-        Ok(outcome_to_wire(job_id, outcome))
+        let cancelled = outcome == JobOutcome::Cancelled;
+        let mut answer = outcome_to_wire(job_id, outcome);
+        if cancelled && self.engine.is_shutting_down() {
+            answer.error_message = "cancelled: kiln is shutting down (SIGTERM) and the job did not finish within its \
+                                    shutdown_grace_secs; submit it again once kiln is back"
+                .into();
+        }
+        Ok(answer)
     }
 }
 
@@ -228,8 +243,9 @@ pub fn status_to_wire(engine: &Engine, gpus: &[Arc<GpuContext>]) -> GetStatusRes
         uptime_seconds: st.uptime_secs,
         pinned_memory_bytes: pinned,
         pinned_memory_limit_bytes: pinned_limit,
-        host_memory_used_bytes: st.budget.reserved,
-        host_memory_limit_bytes: st.budget.total,
+        // The whole budget: proving memory and the request memory beside it.
+        host_memory_used_bytes: st.budget.reserved + st.requests.memory.reserved,
+        host_memory_limit_bytes: st.budget.total + st.requests.memory.total,
         buffer_stages,
         backends: st.workers.gpu_workers.iter().map(|w| w.backend.clone()).collect(),
         total_proofs_cancelled: st.jobs.cancelled,
@@ -239,6 +255,8 @@ pub fn status_to_wire(engine: &Engine, gpus: &[Arc<GpuContext>]) -> GetStatusRes
 #[tonic::async_trait]
 impl ProvingEngine for Service {
     async fn submit_proof(&self, req: Request<SubmitProofRequest>) -> Result<Response<SubmitProofResponse>, Status> {
+        // The message's request memory is held until it has become a job.
+        let _message = req.extensions().get::<MessageMemory>().cloned();
         self.submit(req.into_inner()).await.map(Response::new)
     }
 
@@ -256,8 +274,11 @@ impl ProvingEngine for Service {
     /// Prove from its status. SubmitProof answers the same refusals with
     /// gRPC errors, having no status to put them in.
     async fn prove(&self, req: Request<ProveRequest>) -> Result<Response<ProveResponse>, Status> {
+        let message = req.extensions().get::<MessageMemory>().cloned();
         let submit = req.into_inner().submit.ok_or_else(|| Status::invalid_argument("ProveRequest.submit is required"))?;
-        let submitted = match self.submit(submit).await {
+        let submitted = self.submit(submit).await;
+        drop(message); // a job now (holding its payload's share), or refused
+        let submitted = match submitted {
             Ok(s) => s,
             Err(e) if refused_for_its_content(e.code()) => return Ok(Response::new(ProveResponse { result: Some(refused(&e)) })),
             Err(e) => return Err(e),
@@ -270,6 +291,9 @@ impl ProvingEngine for Service {
         let id = req.into_inner().job_id;
         if id.is_empty() {
             return Err(Status::invalid_argument("job_id is required"));
+        }
+        if let Some(e) = id_too_long("job_id", &id, Code::InvalidArgument) {
+            return Err(e);
         }
         let answer = self.engine.cancel(&id);
         if answer.is_some() {
@@ -288,7 +312,10 @@ impl ProvingEngine for Service {
 
     async fn preload_srs(&self, req: Request<PreloadSrsRequest>) -> Result<Response<PreloadSrsResponse>, Status> {
         let id = req.into_inner().circuit_id;
-        let spec = kinds::resolve_srs(&id, &self.kinds).map_err(|m| Status::new(Code::NotFound, m))?;
+        if let Some(e) = id_too_long("circuit_id", &id, Code::NotFound) {
+            return Err(e);
+        }
+        let spec = kinds::resolve_srs(&id, &self.kinds).map_err(|m| capped(Status::new(Code::NotFound, m)))?;
         let engine = self.engine.clone();
         // Loading may generate or map gigabytes and wait for memory.
         let res = tokio::task::spawn_blocking(move || engine.preload_srs(spec))
@@ -302,8 +329,63 @@ impl ProvingEngine for Service {
         let id = req.into_inner().circuit_id;
         // Only ids a kind can name are valid, loaded or not: a typo is
         // NOT_FOUND rather than a silent "was not loaded".
-        let spec = kinds::resolve_srs(&id, &self.kinds).map_err(|m| Status::new(Code::NotFound, m))?;
+        if let Some(e) = id_too_long("circuit_id", &id, Code::NotFound) {
+            return Err(e);
+        }
+        let spec = kinds::resolve_srs(&id, &self.kinds).map_err(|m| capped(Status::new(Code::NotFound, m)))?;
         let res = self.engine.evict_srs(&spec.id).map_err(|e| Status::failed_precondition(format!("cannot evict {id:?}: {e}")))?;
         Ok(Response::new(EvictSrsResponse { was_loaded: res.was_loaded, freed_bytes: res.freed_bytes }))
+    }
+}
+
+/// Longest request, job or circuit id taken. Ids are kept per job and
+/// echoed in answers; none the daemon makes or Curio sends comes near.
+pub const MAX_ID_BYTES: usize = 256;
+
+/// Longest gRPC error message sent. It travels in the `grpc-message`
+/// trailer, and a client's HTTP/2 stack drops the whole connection
+/// (GOAWAY) over a header list larger than it takes (16 KiB for hyper's),
+/// so an error echoing a hostile input must not carry all of it.
+pub const MAX_ERROR_MESSAGE_BYTES: usize = 2048;
+
+/// The refusal (with `code`) of an id longer than [`MAX_ID_BYTES`],
+/// which does not echo it.
+fn id_too_long(field: &str, id: &str, code: Code) -> Option<Status> {
+    (id.len() > MAX_ID_BYTES).then(|| Status::new(code, format!("{field} is {} bytes long; ids are at most {MAX_ID_BYTES} bytes", id.len())))
+}
+
+/// `status` with its message cut to [`MAX_ERROR_MESSAGE_BYTES`] (at a
+/// character boundary, saying how much was left out).
+fn capped(status: Status) -> Status {
+    let m = status.message();
+    if m.len() <= MAX_ERROR_MESSAGE_BYTES {
+        return status;
+    }
+    let mut end = MAX_ERROR_MESSAGE_BYTES;
+    while !m.is_char_boundary(end) {
+        end -= 1;
+    }
+    Status::new(status.code(), format!("{}... ({} more bytes)", &m[..end], m.len() - end))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_error_messages_are_cut_at_a_character_and_long_ids_are_not_echoed() {
+        let short = capped(Status::not_found("no such id"));
+        assert_eq!(short.message(), "no such id");
+        // 'é' is two bytes: the cut may not land inside one.
+        let long = capped(Status::invalid_argument(format!("x{}", "é".repeat(5000))));
+        assert_eq!(long.code(), Code::InvalidArgument);
+        assert!(long.message().len() < MAX_ERROR_MESSAGE_BYTES + 32, "{}", long.message().len());
+        // 1 + 2 x 5000 bytes, cut at 2047 (2048 is inside an 'é').
+        assert!(long.message().ends_with("é... (7954 more bytes)"), "{}", long.message());
+        let id = "9".repeat(MAX_ID_BYTES + 1);
+        let e = id_too_long("circuit_id", &id, Code::NotFound).unwrap();
+        assert_eq!(e.code(), Code::NotFound);
+        assert!(!e.message().contains(&id[..64]) && e.message().contains("257 bytes"), "{}", e.message());
+        assert!(id_too_long("request_id", &id[..MAX_ID_BYTES], Code::InvalidArgument).is_none());
     }
 }

@@ -235,6 +235,22 @@ fn cuzk_circuit_id(id: &str) -> String {
 pub const SYNTHETIC_DEFAULT_INPUTS: usize = 4;
 /// Most partitions a synthetic request may ask for.
 pub const SYNTHETIC_MAX_PARTITIONS: u32 = 256;
+/// Most public inputs a synthetic circuit may have (each distinct count is
+/// its own parameter set, generated and kept on disk).
+pub const SYNTHETIC_MAX_INPUTS: usize = 64;
+
+/// A synthetic circuit of 2^`log` constraints can hold `inputs` public
+/// inputs (and is not one of too many parameter sets).
+fn check_synthetic_inputs(inputs: usize, log: u32) -> Result<(), String> {
+    if inputs > SYNTHETIC_MAX_INPUTS {
+        return Err(format!("synthetic_inputs must be at most {SYNTHETIC_MAX_INPUTS}, got {inputs}"));
+    }
+    // The prover adds one constraint per input (and ONE): leave room for the circuit.
+    if inputs + 1 >= (1usize << log) / 2 {
+        return Err(format!("synthetic_inputs {inputs} leaves no room in a 2^{log} circuit"));
+    }
+    Ok(())
+}
 
 fn synthetic_kind(s: &str) -> Result<WorkloadKind, String> {
     if s.is_empty() {
@@ -263,11 +279,7 @@ fn check_synthetic(req: &SubmitProofRequest, ctx: &KindContext) -> Result<(), St
     if req.synthetic_partitions > SYNTHETIC_MAX_PARTITIONS {
         return Err(format!("synthetic_partitions must be at most {SYNTHETIC_MAX_PARTITIONS}, got {}", req.synthetic_partitions));
     }
-    let inputs = synthetic_inputs(req);
-    // The prover adds one constraint per input (and ONE): leave room for the circuit.
-    if inputs + 1 >= (1usize << req.synthetic_log_size) / 2 {
-        return Err(format!("synthetic_inputs {inputs} leaves no room in a 2^{} circuit", req.synthetic_log_size));
-    }
+    check_synthetic_inputs(synthetic_inputs(req), req.synthetic_log_size)?;
     synthetic_kind(&req.synthetic_kind).map(drop)
 }
 
@@ -298,6 +310,7 @@ fn resolve_synthetic_srs(id: &str, ctx: &KindContext) -> Option<Result<SrsSpec, 
         if !(2..=ctx.max_synthetic_log_size).contains(&log) {
             return Err(format!("{id:?}: log size must be between 2 and {}", ctx.max_synthetic_log_size));
         }
+        check_synthetic_inputs(inputs, log).map_err(|e| format!("{id:?}: {e}"))?;
         Ok(SyntheticJob::srs_spec(kind, log, inputs, &ctx.synthetic_params_dir))
     })())
 }
@@ -409,6 +422,9 @@ mod tests {
         assert!(resolve_srs("porep", &c).unwrap_err().contains("unknown circuit_id \"porep\""));
         assert!(resolve_srs("synthetic-dense-2^40", &c).unwrap_err().contains("between 2 and 16"));
         assert!(resolve_srs("synthetic-weird-2^9", &c).unwrap_err().contains("unknown workload kind"));
+        // Hostile input counts are refused before anything is sized from them.
+        assert!(resolve_srs("synthetic-dense-2^10-18446744073709551615in", &c).unwrap_err().contains("at most 64"));
+        assert!(resolve_srs("synthetic-dense-2^4-7in", &c).unwrap_err().contains("leaves no room"));
     }
 
     /// Every circuit id cuzk's PreloadSRS takes names the parameter file

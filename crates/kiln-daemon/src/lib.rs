@@ -18,6 +18,7 @@ pub mod demo;
 pub mod grpc;
 pub mod http;
 pub mod kinds;
+pub mod limits;
 pub mod logging;
 pub mod metrics;
 pub mod serve;

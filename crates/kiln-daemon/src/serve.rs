@@ -1,8 +1,10 @@
 //! `kiln serve`: starts the engine and the two listeners, and stops them in
 //! order. [`start`] is also what the end-to-end tests run in-process.
 
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::net::SocketAddr;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,6 +59,12 @@ pub struct Running {
 
 /// Starts the engine and both listeners; returns once they accept connections.
 pub async fn start(config: DaemonConfig) -> Result<Running> {
+    // First the socket's lock: of two daemons started at the same moment on
+    // one socket exactly one gets past this line, before either opens a GPU.
+    let mut lock = match &config.listen {
+        Listen::Unix(path) => Some(lock_socket(path)?),
+        Listen::Tcp(_) => None,
+    };
     let backend = config.backend.clone();
     let per_gpu = config.gpu_workers_per_device;
     let devices = config.gpu_devices.clone();
@@ -102,10 +110,24 @@ pub async fn start(config: DaemonConfig) -> Result<Running> {
         Some(addr) => Some(TcpListener::bind(addr).await.with_context(|| format!("binding status listener {addr}"))?),
         None => None,
     };
-    let router = tonic::transport::Server::builder().add_service(grpc_server);
+    // Every request body is counted against the request memory as it
+    // arrives; a client opens at most `max_streams_per_connection` calls at
+    // once on one connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS).
+    let router = tonic::transport::Server::builder()
+        .max_concurrent_streams(config.max_streams_per_connection)
+        .layer(crate::limits::RequestMemoryLayer::new(engine.clone()))
+        .add_service(grpc_server);
+    if config.max_message_bytes as u64 * crate::limits::MESSAGE_COPIES > engine.status().requests.memory.total {
+        tracing::warn!(
+            max_message_bytes = config.max_message_bytes,
+            request_memory_bytes = engine.status().requests.memory.total,
+            "a message of max_message_bytes needs {}x its size of request memory while it is received: larger messages than the request memory allows are refused (RESOURCE_EXHAUSTED)",
+            crate::limits::MESSAGE_COPIES
+        );
+    }
     let (grpc, socket, grpc_task) = match &config.listen {
         Listen::Unix(path) => {
-            let (listener, owned) = bind_unix(path, &config.socket)?;
+            let (listener, owned) = bind_unix(path, &config.socket, lock.take().expect("locked above"))?;
             // gRPC C-core and Java clients send the socket path as :authority; see crate::uds.
             let incoming = UnixListenerStream::new(listener).map(|s| s.map(MendedStream::new));
             let task = tokio::spawn({
@@ -186,9 +208,11 @@ impl Running {
 }
 
 /// A socket file this process bound; removed on drop if it is still ours.
+/// The lock beside it is released after (when the file closes).
 struct OwnedSocket {
     path: PathBuf,
     ino: u64,
+    _lock: File,
 }
 
 impl Drop for OwnedSocket {
@@ -205,11 +229,9 @@ impl Drop for OwnedSocket {
 /// renamed into place, so there is no moment at which anyone else can
 /// connect. A stale socket left by a dead daemon is replaced; a live one
 /// (something accepts connections on it) or a non-socket file at `path` is
-/// an error.
-fn bind_unix(path: &Path, access: &SocketAccess) -> Result<(UnixListener, OwnedSocket)> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating the socket directory {}", dir.display()))?;
-    }
+/// an error. `lock` is [`lock_socket`]'s: while it is held, these checks
+/// race with no other kiln.
+fn bind_unix(path: &Path, access: &SocketAccess, lock: File) -> Result<(UnixListener, OwnedSocket)> {
     if let Ok(meta) = std::fs::symlink_metadata(path) {
         if !meta.file_type().is_socket() {
             bail!("{} exists and is not a socket; refusing to replace it", path.display());
@@ -241,7 +263,50 @@ fn bind_unix(path: &Path, access: &SocketAccess) -> Result<(UnixListener, OwnedS
         return Err(e);
     }
     let ino = std::fs::symlink_metadata(path)?.ino();
-    Ok((listener, OwnedSocket { path: path.to_owned(), ino }))
+    Ok((listener, OwnedSocket { path: path.to_owned(), ino, _lock: lock }))
+}
+
+/// Takes `<socket>.lock` (an exclusive `flock`, held until the process
+/// exits or the socket is dropped) and writes this process's id into it.
+/// Another daemon holding it is an error naming its pid. The file is never
+/// removed: a lock file removed while held would let a third daemon lock a
+/// new file of the same name while the first still serves.
+fn lock_socket(socket: &Path) -> Result<File> {
+    if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating the socket directory {}", dir.display()))?;
+    }
+    let mut name = socket.as_os_str().to_owned();
+    name.push(".lock");
+    let path = PathBuf::from(name);
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("opening the lock file {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            // The holder writes its pid just after it locks: give it a moment.
+            let mut holder = String::new();
+            for _ in 0..20 {
+                holder.clear();
+                let _ = file.seek(SeekFrom::Start(0)).and_then(|_| file.read_to_string(&mut holder));
+                if holder.ends_with('\n') {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let holder = holder.trim();
+            let who = if holder.is_empty() { String::new() } else { format!(" (pid {holder})") };
+            bail!("{} is in use by a running daemon{who}: it holds {}", socket.display(), path.display());
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(e).with_context(|| format!("locking {}", path.display())),
+    }
+    file.set_len(0).and_then(|()| file.write_all(format!("{}\n", std::process::id()).as_bytes())).with_context(|| format!("writing {}", path.display()))?;
+    Ok(file)
 }
 
 /// Runs the daemon until SIGTERM or SIGINT, then shuts down gracefully. A

@@ -117,8 +117,9 @@ pub fn parse_sector_size(s: &str) -> Result<u64, String> {
         Some('g') => (&t[..t.len() - 1], 1 << 30),
         _ => (t, 1),
     };
-    let n: u64 = num.parse().map_err(|_| format!("bad sector size {s:?} (expected e.g. 2KiB, 8MiB, 32GiB)"))?;
-    Ok(n * unit)
+    let bad = || format!("bad sector size {s:?} (expected e.g. 2KiB, 8MiB, 32GiB)");
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    n.checked_mul(unit).ok_or_else(bad)
 }
 
 /// The prover id filecoin-proofs expects for miner `f0<id>`: the payload of
@@ -171,6 +172,7 @@ mod tests {
         assert_eq!(parse_sector_size("512M").unwrap(), 512 << 20);
         assert_eq!(parse_sector_size("2048").unwrap(), 2048);
         assert!(parse_sector_size("lots").is_err());
+        assert!(parse_sector_size("18446744073709551615GiB").is_err(), "overflow is an error, not a panic");
         assert!(is_test_sector_size(512 << 20) && !is_test_sector_size(32 << 30));
     }
 

@@ -118,8 +118,21 @@ pub struct EngineConfig {
     /// Per-partition bookkeeping beyond its buffers (densities, inputs,
     /// proof state) reserved on top of what the shape implies. Default 1 MiB.
     pub partition_overhead_bytes: u64,
-    /// How long finished jobs are remembered for `wait` and resubmission. Default 600 s.
+    /// How long finished jobs are remembered for `wait` and resubmission
+    /// (while the request memory has room: the oldest are forgotten first
+    /// when a new request needs it). Default 600 s.
     pub finished_job_retention_secs: u64,
+    /// The part of the memory budget kept for what requests hold: messages
+    /// being received, the decoded payloads of queued and running jobs, the
+    /// records and answers of finished ones. A request that does not fit is
+    /// refused (the daemon answers RESOURCE_EXHAUSTED). `None`: 1/64 of the
+    /// budget, at most 2 GiB, at least 256 KiB (or an eighth of a budget
+    /// smaller than 2 MiB). The rest of the budget is for proving.
+    pub request_memory_bytes: Option<u64>,
+    /// Most jobs queued or running at once; a submission past it is refused
+    /// (RESOURCE_EXHAUSTED) and nothing else changes; Critical jobs are not
+    /// held to it. Default 1000.
+    pub max_queued_jobs: usize,
     /// At most one buffer-counter summary per this many milliseconds in the
     /// logs (every transition is also logged at `trace`). Default 1000.
     pub counter_log_interval_ms: u64,
@@ -150,6 +163,8 @@ impl Default for EngineConfig {
             compiled_circuits_bytes: None,
             partition_overhead_bytes: 1 << 20,
             finished_job_retention_secs: 600,
+            request_memory_bytes: None,
+            max_queued_jobs: 1000,
             counter_log_interval_ms: 1000,
         }
     }
@@ -180,6 +195,12 @@ impl EngineConfig {
         }
         if self.memory_budget_bytes == Some(0) {
             return Err("memory_budget_bytes must be more than 0".into());
+        }
+        if self.max_queued_jobs == 0 {
+            return Err("max_queued_jobs must be at least 1".into());
+        }
+        if self.request_memory_bytes == Some(0) {
+            return Err("request_memory_bytes must be more than 0".into());
         }
         Ok(())
     }

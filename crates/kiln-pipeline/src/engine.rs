@@ -1,7 +1,7 @@
 //! [`Engine`]: the public face of the pipeline. Submission, waiting,
 //! cancellation, status and shutdown; the threads live in `workers`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use kiln_groth16::ProverBackend;
-use kiln_memory::{MemoryBudget, PinnedPool};
+use kiln_memory::{MemoryBudget, MemoryReservation, PinnedPool};
 use kiln_synth::CircuitCache;
 use parking_lot::Mutex;
 
@@ -18,11 +18,13 @@ use crate::buffers::PartitionFootprint;
 use crate::config::EngineConfig;
 use crate::counters::StageCounters;
 use crate::job::{JobOutcome, JobRequest, SrsSpec, SubmitError, Submitted};
-use crate::jobs::Job;
+use crate::jobs::{Job, JOB_RECORD_BYTES};
 use crate::lanes::{Lane, Lanes};
 use crate::queue::WorkQueue;
+use crate::registry::Registry;
+use crate::requests::Requests;
 use crate::srs::{EvictResult, PreloadResult, SrsManager, SrsStatus};
-use crate::status::{prometheus_text, EngineStatus, GpuWorkerStatus, JobTotals, QueueStatus, WorkerStatus};
+use crate::status::{prometheus_text, EngineStatus, GpuWorkerStatus, JobTotals, QueueStatus, RequestStatus, WorkerStatus};
 use crate::workers::{self, PartitionTask, Proving, Synthesized, Takes};
 
 /// The engine could not start, or an SRS operation failed.
@@ -60,6 +62,8 @@ pub(crate) struct Shared {
     /// What the critical lane owns: its reserve, pool, gate and threads.
     pub(crate) lanes: Lanes,
     jobs: Mutex<Registry>,
+    /// Request memory and the queue cap.
+    pub(crate) requests: Requests,
     pub(crate) gpu_workers: Vec<Mutex<GpuWorkerStatus>>,
     /// The workers' backends, for device residency (status, eviction) and
     /// where a/b/c are computed (products.rs).
@@ -92,12 +96,6 @@ pub(crate) struct Totals {
     pub(crate) products_by_prover: AtomicU64,
 }
 
-#[derive(Default)]
-struct Registry {
-    by_id: HashMap<String, Arc<Job>>,
-    next_seq: u64,
-}
-
 impl Shared {
     /// Ends `job` with `outcome` (first end wins), drops its queued
     /// partitions (freeing their memory) and counts it.
@@ -122,6 +120,7 @@ impl Shared {
         if !ended {
             return;
         }
+        self.jobs.lock().ended(job);
         if late {
             tracing::warn!(job = %job.id, kind = %job.kind, "job ended after its deadline");
         }
@@ -143,6 +142,19 @@ impl Shared {
 
     pub(crate) fn is_stopping(&self) -> bool {
         self.stopping.load(Ordering::Acquire)
+    }
+
+    /// Forgets the job that ended first (its record and answer go back to
+    /// the request memory); false when none is left to forget.
+    pub(crate) fn forget_oldest_ended(&self) -> bool {
+        self.jobs.lock().forget_oldest_ended()
+    }
+
+    /// Jobs queued or running.
+    fn live_jobs(&self) -> u64 {
+        let t = &self.totals;
+        let ended = t.completed.load(Ordering::Acquire) + t.failed.load(Ordering::Acquire) + t.cancelled.load(Ordering::Acquire);
+        t.submitted.load(Ordering::Acquire).saturating_sub(ended)
     }
 }
 
@@ -195,8 +207,10 @@ impl Engine {
     /// worker), and `config.finalizer_threads` finalizers.
     pub fn start(mut config: EngineConfig, backends: Vec<Arc<dyn ProverBackend>>) -> Result<Engine, EngineError> {
         config.validate().map_err(EngineError::Config)?;
-        let budget = MemoryBudget::from_config(config.memory_budget_bytes, config.memory_margin_bytes)
+        let whole = MemoryBudget::from_config(config.memory_budget_bytes, config.memory_margin_bytes)
             .map_err(|e| EngineError::Memory(e.to_string()))?;
+        let (proving, requests) = Requests::split(whole.total(), &config).map_err(EngineError::Config)?;
+        let budget = MemoryBudget::new(proving);
         let pool_cap = config.pinned_pool_bytes.unwrap_or(budget.total()).min(budget.total());
         let pool = if config.pin_host_buffers { PinnedPool::new(&budget, pool_cap) } else { PinnedPool::pageable(&budget, pool_cap) };
         let lanes = Lanes::new(&config, &budget, pool_cap).map_err(EngineError::Config)?;
@@ -221,6 +235,7 @@ impl Engine {
             acquire_gate: Mutex::new(()),
             lanes,
             jobs: Mutex::new(Registry::default()),
+            requests,
             gpu_workers: workers
                 .iter()
                 .enumerate()
@@ -252,6 +267,8 @@ impl Engine {
         let snap = shared.budget.snapshot();
         tracing::info!(
             budget_bytes = snap.total,
+            request_memory_bytes = shared.requests.budget.total(),
+            max_queued_jobs = shared.requests.max_queued_jobs,
             pool_cap_bytes = shared.pool.max_bytes(),
             page_locked = shared.pool.is_page_locked(),
             synthesis_workers = shared.config.synthesis_workers,
@@ -270,7 +287,10 @@ impl Engine {
     /// Queues a job and returns at once.
     ///
     /// - A `request_id` the engine already knows returns that job
-    ///   (`existing: true`) and queues nothing.
+    ///   (`existing: true`) and queues nothing, while it is queued, running
+    ///   or completed. One that ended FAILED or CANCELLED is proved again:
+    ///   the new job takes the id over (waiters of the old one have had
+    ///   their answer), so a client's retry after a fault is a retry.
     /// - A job one of whose partitions (with its parameters) can never fit
     ///   the memory budget or the buffer pool is refused with
     ///   [`SubmitError::TooLarge`]. When its parameters must first be
@@ -316,18 +336,38 @@ impl Engine {
         }
 
         let mut reg = shared.jobs.lock();
-        prune(&mut reg, Duration::from_secs(shared.config.finished_job_retention_secs));
-        if let Some(job) = (!req.request_id.is_empty()).then(|| reg.by_id.get(&req.request_id)).flatten() {
+        reg.prune(Duration::from_secs(shared.config.finished_job_retention_secs));
+        if let Some(job) = (!req.request_id.is_empty()).then(|| reg.get(&req.request_id)).flatten() {
+            if answers_resubmission(job) {
+                let job = job.clone();
+                drop(reg);
+                return Ok(self.describe_existing(&job));
+            }
+            tracing::info!(job = %job.id, ended = job.outcome().map_or("?", |o| o.name()), "request resubmitted after its job failed or was cancelled: proving it again");
+        }
+        // A critical job (WinningPoSt) is never refused for a queue full of
+        // bulk work: it has its own lane and a deadline of seconds.
+        let live = shared.live_jobs();
+        if live >= shared.requests.max_queued_jobs as u64 && Lane::of(req.priority) == Lane::Bulk {
+            return Err(SubmitError::Busy(format!(
+                "{live} jobs are queued or running, the most this engine takes (max_queued_jobs); submit it again later"
+            )));
+        }
+        drop(reg);
+        // Room for the job's record and payload (forgetting ended jobs if
+        // need be: that takes the registry lock, so it is not held here).
+        let memory = crate::requests::reserve(shared, JOB_RECORD_BYTES + req.payload_bytes).map_err(SubmitError::Busy)?;
+        let mut reg = shared.jobs.lock();
+        if let Some(job) = (!req.request_id.is_empty()).then(|| reg.get(&req.request_id)).flatten().filter(|j| answers_resubmission(j)) {
             let job = job.clone();
             drop(reg);
-            return Ok(self.describe_existing(&job));
+            return Ok(self.describe_existing(&job)); // submitted meanwhile by another caller
         }
-        let seq = reg.next_seq;
-        reg.next_seq += 1;
+        let seq = reg.next_seq();
         let id: Arc<str> = if req.request_id.is_empty() { format!("job-{seq}").into() } else { req.request_id.as_str().into() };
-        let job = Job::new(id.clone(), seq, req.priority, req.source, spec, num_partitions, req.deadline);
+        let job = Job::new(id.clone(), seq, req.priority, req.source, spec, num_partitions, req.deadline, memory);
         let queue_position = shared.synth_queue.count_ahead(req.priority);
-        reg.by_id.insert(id.to_string(), job.clone());
+        reg.insert(job.clone());
         // Queue while holding the registry lock, so a resubmission cannot
         // see the job before its partitions are queued.
         for index in 0..num_partitions {
@@ -348,7 +388,7 @@ impl Engine {
         if request_id.is_empty() {
             return None;
         }
-        let job = self.shared().jobs.lock().by_id.get(request_id).cloned()?;
+        let job = self.shared().jobs.lock().get(request_id).filter(|j| answers_resubmission(j)).cloned()?;
         Some(self.describe_existing(&job))
     }
 
@@ -363,7 +403,7 @@ impl Engine {
     }
 
     fn job(&self, job_id: &str) -> Option<Arc<Job>> {
-        self.shared().jobs.lock().by_id.get(job_id).cloned()
+        self.shared().jobs.lock().get(job_id).cloned()
     }
 
     /// Waits until the job ends or `timeout` passes (`None`: no limit).
@@ -446,7 +486,7 @@ impl Engine {
     /// Everything the engine can say about itself now.
     pub fn status(&self) -> EngineStatus {
         let shared = self.shared();
-        let jobs: Vec<Arc<Job>> = shared.jobs.lock().by_id.values().cloned().collect();
+        let jobs: Vec<Arc<Job>> = shared.jobs.lock().jobs().cloned().collect();
         let mut queues: BTreeMap<String, QueueStatus> = BTreeMap::new();
         let mut in_flight = 0;
         for job in jobs.iter().filter(|j| !j.is_stopped()) {
@@ -483,6 +523,7 @@ impl Engine {
             },
             srs: with_device_residency(shared.srs.statuses(), &shared.backends),
             circuits: shared.circuits.stats(),
+            requests: RequestStatus { memory: shared.requests.budget.snapshot(), max_queued_jobs: shared.requests.max_queued_jobs },
             jobs: JobTotals {
                 submitted: t.submitted.load(Ordering::Relaxed),
                 completed: t.completed.load(Ordering::Relaxed),
@@ -501,6 +542,21 @@ impl Engine {
     /// [`status`](Self::status) in the Prometheus text format, for `/metrics`.
     pub fn metrics_text(&self) -> String {
         prometheus_text(&self.status())
+    }
+
+    /// True once [`shutdown`](Self::shutdown) has begun: no new jobs, and
+    /// jobs still running when its grace period ends are cancelled.
+    pub fn is_shutting_down(&self) -> bool {
+        !self.shared().accepting.load(Ordering::Acquire)
+    }
+
+    /// Reserves `bytes` of request memory (`request_memory_bytes`) for
+    /// something a request holds outside the engine (e.g. a daemon's
+    /// message while it is received and decoded). Never waits: when it does
+    /// not fit, the oldest ended jobs are forgotten, and if it still does
+    /// not, the error says what holds it.
+    pub fn reserve_request_memory(&self, bytes: u64) -> Result<MemoryReservation, String> {
+        crate::requests::reserve(self.shared(), bytes)
     }
 
     /// The memory budget every component draws from (e.g. for a daemon's
@@ -547,11 +603,11 @@ impl Engine {
     }
 
     fn in_flight(&self) -> usize {
-        self.shared().jobs.lock().by_id.values().filter(|j| !j.is_stopped()).count()
+        self.shared().jobs.lock().jobs().filter(|j| !j.is_stopped()).count()
     }
 
     fn cancel_all(&self) {
-        let jobs: Vec<_> = self.shared().jobs.lock().by_id.values().cloned().collect();
+        let jobs: Vec<_> = self.shared().jobs.lock().jobs().cloned().collect();
         for job in jobs.iter().filter(|j| !j.is_stopped()) {
             tracing::warn!(job = %job.id, "cancelled by shutdown");
             self.shared().end_job(job, JobOutcome::Cancelled);
@@ -559,9 +615,10 @@ impl Engine {
     }
 }
 
-/// Forgets jobs that ended more than `retention` ago.
-fn prune(reg: &mut Registry, retention: Duration) {
-    reg.by_id.retain(|_, j| j.ended_at().is_none_or(|t| t.elapsed() < retention));
+/// Whether a resubmission of `job`'s request id gets `job` back: yes
+/// unless it ended FAILED or CANCELLED (then the request is proved again).
+fn answers_resubmission(job: &Job) -> bool {
+    !matches!(job.outcome(), Some(JobOutcome::Failed(_) | JobOutcome::Cancelled))
 }
 
 /// Fills in which devices hold each parameter set.

@@ -191,12 +191,22 @@ pub struct JobRequest {
     /// proof may still be useful to the caller); it logs and counts them
     /// (`jobs.deadline_missed` in status).
     pub deadline: Option<Instant>,
+    /// Host memory the source holds for its payload (decoded vanilla
+    /// proofs, ...), reserved from the request memory while the job is
+    /// queued or running. 0 for sources that hold next to nothing.
+    pub payload_bytes: u64,
 }
 
 impl JobRequest {
     /// A request without a deadline.
     pub fn new(request_id: impl Into<String>, priority: Priority, source: Arc<dyn JobSource>) -> Self {
-        JobRequest { request_id: request_id.into(), priority, source, deadline: None }
+        JobRequest { request_id: request_id.into(), priority, source, deadline: None, payload_bytes: 0 }
+    }
+
+    /// The same request, its source holding `bytes` of payload.
+    pub fn with_payload_bytes(mut self, bytes: u64) -> Self {
+        self.payload_bytes = bytes;
+        self
     }
 
     /// The same request with a deadline `within` from now.
@@ -239,6 +249,10 @@ pub enum SubmitError {
     /// The job itself is malformed (no partitions, unreadable parameters, ...).
     #[error("job refused: {0}")]
     Invalid(String),
+    /// A limit on requests is reached (the queue cap, the request memory);
+    /// the same request may succeed later.
+    #[error("job refused for now: {0}")]
+    Busy(String),
     /// The engine is shutting down.
     #[error("the engine is shutting down and accepts no new jobs")]
     ShuttingDown,

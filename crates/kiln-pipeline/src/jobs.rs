@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kiln_groth16::ProvedProof;
+use kiln_memory::MemoryReservation;
 use parking_lot::{Condvar, Mutex};
 use tokio::sync::Notify;
 
@@ -17,7 +18,8 @@ pub(crate) struct Job {
     /// Submission order: FIFO within a priority level.
     pub(crate) seq: u64,
     pub(crate) priority: Priority,
-    pub(crate) source: Arc<dyn JobSource>,
+    /// What the job proves; dropped when it ends (with the payload it holds).
+    source: Mutex<Option<Arc<dyn JobSource>>>,
     pub(crate) kind: String,
     pub(crate) srs: SrsSpec,
     pub(crate) num_partitions: usize,
@@ -28,12 +30,17 @@ pub(crate) struct Job {
     state: Mutex<JobState>,
     ended: Condvar,
     ended_async: Notify,
+    /// The request memory this job holds (its record and payload while it
+    /// runs; its record and answer once ended).
+    memory: Mutex<Option<MemoryReservation>>,
 }
+
+/// Request memory a job's record takes, beside its payload and answer.
+pub(crate) const JOB_RECORD_BYTES: u64 = 4 << 10;
 
 #[derive(Default)]
 struct JobState {
     outcome: Option<JobOutcome>,
-    ended_at: Option<Instant>,
     proofs: Vec<Option<ProvedProof>>,
     proved: usize,
     /// Partitions that have started synthesis (got their memory).
@@ -64,13 +71,14 @@ impl Job {
         srs: SrsSpec,
         num_partitions: usize,
         deadline: Option<Instant>,
+        memory: MemoryReservation,
     ) -> Arc<Self> {
         let kind = source.kind_label().to_string();
         Arc::new(Job {
             id,
             seq,
             priority,
-            source,
+            source: Mutex::new(Some(source)),
             kind,
             srs,
             num_partitions,
@@ -80,7 +88,13 @@ impl Job {
             state: Mutex::new(JobState { proofs: (0..num_partitions).map(|_| None).collect(), ..Default::default() }),
             ended: Condvar::new(),
             ended_async: Notify::new(),
+            memory: Mutex::new(Some(memory)),
         })
+    }
+
+    /// What the job proves; `None` once it has ended.
+    pub(crate) fn source(&self) -> Option<Arc<dyn JobSource>> {
+        self.source.lock().clone()
     }
 
     /// True once the job has ended: nothing more should be done for it.
@@ -91,10 +105,6 @@ impl Job {
     /// The outcome, once the job has ended.
     pub(crate) fn outcome(&self) -> Option<JobOutcome> {
         self.state.lock().outcome.clone()
-    }
-
-    pub(crate) fn ended_at(&self) -> Option<Instant> {
-        self.state.lock().ended_at
     }
 
     /// (partitions started, partitions proved), for status.
@@ -167,11 +177,22 @@ impl Job {
                 return false;
             }
             count(&outcome);
+            let answer = match &outcome {
+                JobOutcome::Completed { proof, .. } => proof.len() as u64,
+                JobOutcome::Failed(m) => m.len() as u64,
+                _ => 0,
+            };
             s.outcome = Some(outcome);
-            s.ended_at = Some(Instant::now());
-            s.proofs.clear();
+            s.proofs = Vec::new();
             self.stopped.store(true, Ordering::Release);
+            // Ended, the job keeps its record and its answer, not its payload.
+            if let Some(memory) = self.memory.lock().as_mut() {
+                memory.shrink(memory.bytes().saturating_sub(JOB_RECORD_BYTES + answer));
+            }
         }
+        // Partitions still in flight hold their own clone until they stop.
+        let source = self.source.lock().take();
+        drop(source);
         self.ended.notify_all();
         self.ended_async.notify_waiters();
         true

@@ -67,6 +67,8 @@ mod lanes;
 mod nice;
 mod products;
 mod queue;
+mod registry;
+mod requests;
 mod srs;
 mod status;
 pub mod synthetic;
@@ -82,4 +84,4 @@ pub use job::{
 };
 pub use products::DeviceProducts;
 pub use srs::{EvictResult, PreloadResult, SrsStatus, SrsTier};
-pub use status::{EngineStatus, GpuWorkerStatus, JobTotals, LaneStatus, QueueStatus, WorkerStatus};
+pub use status::{EngineStatus, GpuWorkerStatus, JobTotals, LaneStatus, QueueStatus, RequestStatus, WorkerStatus};

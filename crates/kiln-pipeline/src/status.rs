@@ -33,6 +33,19 @@ pub struct EngineStatus {
     pub jobs: JobTotals,
     /// What the critical lane holds apart from bulk work.
     pub lanes: LaneStatus,
+    /// The request memory (`request_memory_bytes`, apart from `budget`)
+    /// and the queue cap.
+    pub requests: RequestStatus,
+}
+
+/// What requests hold and may hold.
+#[derive(Clone, Debug, Serialize)]
+pub struct RequestStatus {
+    /// Messages being received, payloads of queued and running jobs,
+    /// records and answers of ended ones.
+    pub memory: BudgetSnapshot,
+    /// `max_queued_jobs`.
+    pub max_queued_jobs: usize,
 }
 
 /// The critical lane: the memory, threads and workers bulk work cannot take.
@@ -139,12 +152,16 @@ impl EngineStatus {
         let one = |v: u64| vec![(Vec::new(), v)];
         let b = &status.budget;
         f.gauge("kiln_uptime_seconds", "Seconds since the engine started.", one(status.uptime_secs))?;
-        f.gauge("kiln_memory_budget_bytes", "The host memory budget.", one(b.total))?;
+        f.gauge("kiln_memory_budget_bytes", "The host memory budget for proving (memory_budget_bytes less request_memory_bytes).", one(b.total))?;
         f.gauge("kiln_memory_reserved_bytes", "Bytes reserved from the budget, by class.",
             b.reserved_by_class.iter().map(|(c, v)| (vec![("class", c.name().to_string())], v)).collect())?;
         f.gauge("kiln_memory_reserved_peak_bytes", "Highest reserved bytes seen.", one(b.peak_reserved))?;
         f.gauge("kiln_memory_waiting_reservations", "Reservations waiting for memory.", one(b.waiting_reservations as u64))?;
         f.gauge("kiln_memory_waiting_bytes", "Bytes the waiting reservations ask for.", one(b.waiting_bytes))?;
+        let r = &status.requests;
+        f.gauge("kiln_request_memory_bytes", "Memory kept for requests (request_memory_bytes), apart from the budget.", one(r.memory.total))?;
+        f.gauge("kiln_request_memory_reserved_bytes", "Request memory held: messages being received, payloads of queued and running jobs, ended jobs' answers.", one(r.memory.reserved))?;
+        f.gauge("kiln_max_queued_jobs", "The most jobs queued or running at once (max_queued_jobs).", one(r.max_queued_jobs as u64))?;
         let l = &status.lanes;
         f.gauge("kiln_critical_reserve_bytes", "Budget bytes bulk work leaves free for critical partitions.", one(l.critical_reserve_bytes))?;
         f.gauge("kiln_critical_reserved_bytes", "Budget bytes critical partitions hold.", one(l.critical_reserved_bytes))?;

@@ -13,13 +13,13 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 use kiln_groth16::{finish, prove_start, PendingProof, ProveError, ProverBackend, Randomness};
 use kiln_memory::MemoryReservation;
-use kiln_synth::{Assignment, SynthContext, SynthError};
+use kiln_synth::{Assignment, Recording, SynthContext, SynthError};
 
 use crate::acquire::{acquire, Acquired, Acquisition};
 use crate::buffers::{assignment_buffers, PartitionFootprint};
@@ -56,6 +56,10 @@ pub(crate) struct Held {
     products_on_prover: bool,
     /// ... or it is on the reference path.
     reference: bool,
+    /// The circuit structure this partition's synthesis recorded, on
+    /// probation until its proof verifies (dropped with the partition
+    /// otherwise: see `kiln_synth::Recording`).
+    recording: Option<Recording>,
     /// Counts the partition in its stage. Declared last so it is dropped
     /// last: the counters fall to zero only once everything else is free.
     guard: StageGuard,
@@ -222,7 +226,8 @@ fn synthesize_partition(shared: &Arc<Shared>, task: PartitionTask) {
         Ok(p) => p,
         Err(e) => return fail(shared, &job, format!("cannot read the job's parameters: {e}")),
     };
-    let shape = match catch_unwind(AssertUnwindSafe(|| job.source.partition_shape(&params, index))) {
+    let Some(source) = job.source() else { return }; // the job has ended
+    let shape = match catch_unwind(AssertUnwindSafe(|| source.partition_shape(&params, index))) {
         Ok(s) => s,
         Err(p) => return fail(shared, &job, format!("partition {index}: sizing panicked: {}", panic_message(&*p))),
     };
@@ -247,23 +252,26 @@ fn synthesize_partition(shared: &Arc<Shared>, task: PartitionTask) {
     job.partition_started();
     let guard = StageGuard::enter(&shared.counters, Stage::Synthesizing, footprint.total(), job.id.clone(), index);
     let products_on_prover = deferred.is_some();
-    let held = Held { work, footprint, lease, span: span.clone(), guard, retries, products_on_prover, reference };
+    let mut held = Held { work, footprint, lease, span: span.clone(), guard, retries, products_on_prover, reference, recording: None };
 
     let t = Instant::now();
     let buffers = assignment_buffers(buffer, &footprint);
     let allowance = crate::circuits::compile_allowance(&shared.config, &shared.budget, &shape);
+    let recorded = OnceLock::new();
     let ctx = if shared.config.compile_circuits {
         let ctx = shared.circuits.context(&job.srs.id, allowance).with_native(shared.config.native_witness && !reference);
         let ctx = match &deferred {
             Some(r1cs) => ctx.with_deferred_products(r1cs),
             None => ctx,
         };
-        ctx.for_partition(&job.kind, index)
+        ctx.for_partition(&job.kind, index).with_probation(&recorded)
     } else {
         SynthContext::plain()
     };
     let lane = Lane::of(job.priority);
-    let result = shared.lanes.install(lane, || catch_unwind(AssertUnwindSafe(|| job.source.synthesize(index, buffers, ctx))));
+    let result = shared.lanes.install(lane, || catch_unwind(AssertUnwindSafe(|| source.synthesize(index, buffers, ctx))));
+    drop(source);
+    held.recording = recorded.into_inner();
     let took = t.elapsed();
     job.add_synthesis(took);
     let assignment = match result {
@@ -368,7 +376,7 @@ pub(crate) fn finalizer(shared: Arc<Shared>, takes: Takes, nice: i32) {
         }
     }
     while let Some(item) = shared.final_queue.pop_if(|p| takes.wants(p), |_| {}) {
-        let Proving { job, index, pending, held } = item;
+        let Proving { job, index, pending, mut held } = item;
         if job.is_stopped() {
             continue;
         }
@@ -393,13 +401,17 @@ pub(crate) fn finalizer(shared: Arc<Shared>, takes: Takes, nice: i32) {
         let phases: Vec<String> = proved.timings.phases.iter().map(|(n, d)| format!("{n}={}ms", d.as_millis())).collect();
         tracing::info!(phases = %phases.join(" "), "partition proved and verified");
         shared.totals.partitions_proved.fetch_add(1, Ordering::Relaxed);
+        // The structure it recorded (if it was the first of its circuit) is sound.
+        if let Some(recording) = held.recording.take() {
+            recording.confirm();
+        }
         // Free the partition before packing the answer.
         drop(held);
         kiln_memory::trim_heap();
         match job.partition_proved(index, proved) {
             Progress::Pending | Progress::Ended => {}
             Progress::AllProved(proofs) => {
-                let source = job.source.clone();
+                let Some(source) = job.source() else { continue }; // ended meanwhile
                 match catch_unwind(AssertUnwindSafe(move || source.finalize(proofs))) {
                     Ok(Ok(proof)) => {
                         let timings = job.timings();

@@ -13,7 +13,11 @@ use common::*;
 use kiln_pipeline::{Engine, EngineConfig, JobOutcome, JobRequest, Priority};
 
 fn prove(engine: &Engine, id: &str, corrupt: Option<usize>) {
-    let inner = synthetic(10, 4, 11);
+    prove_n(engine, id, 4, corrupt)
+}
+
+fn prove_n(engine: &Engine, id: &str, partitions: usize, corrupt: Option<usize>) {
+    let inner = synthetic(10, partitions, 11);
     let job = Arc::new(WithNative { inner: inner.clone(), corrupt });
     engine.submit(JobRequest::new(id, Priority::Normal, job)).unwrap();
     match engine.wait_blocking(id, Some(Duration::from_secs(120))) {
@@ -25,17 +29,19 @@ fn prove(engine: &Engine, id: &str, corrupt: Option<usize>) {
 #[test]
 fn a_corrupted_native_witness_falls_back_and_the_proof_still_verifies() {
     ensure_params(10);
-    // One worker: partition 0 compiles the circuit before the others run.
+    // A one-partition job compiles the circuit (a recording serves others
+    // once its proof has verified); then every partition can go native.
     let engine = Engine::start(EngineConfig { synthesis_workers: 1, ..config(1 << 30) }, vec![]).unwrap();
+    prove_n(&engine, "compile", 1, None);
     prove(&engine, "corrupt", Some(2));
     let c = engine.status().circuits;
-    assert_eq!((c.compiles, c.native_syntheses, c.native_rejections, c.compiled_syntheses), (1, 2, 1, 1), "{c:?}");
+    assert_eq!((c.compiles, c.native_syntheses, c.native_rejections, c.compiled_syntheses), (1, 3, 1, 1), "{c:?}");
     let metrics = engine.metrics_text();
     assert!(metrics.contains("kiln_native_witness_rejections_total 1"), "{metrics}");
-    assert!(metrics.contains("kiln_syntheses_total{path=\"native\"} 2"), "{metrics}");
+    assert!(metrics.contains("kiln_syntheses_total{path=\"native\"} 3"), "{metrics}");
     prove(&engine, "clean", None);
     let c = engine.status().circuits;
-    assert_eq!((c.native_syntheses, c.native_rejections), (6, 1), "{c:?}");
+    assert_eq!((c.native_syntheses, c.native_rejections), (7, 1), "{c:?}");
     assert_idle(&engine);
 }
 
@@ -43,7 +49,8 @@ fn a_corrupted_native_witness_falls_back_and_the_proof_still_verifies() {
 fn the_native_path_can_be_switched_off() {
     ensure_params(10);
     let engine = Engine::start(EngineConfig { synthesis_workers: 1, native_witness: false, ..config(1 << 30) }, vec![]).unwrap();
+    prove_n(&engine, "compile", 1, None);
     prove(&engine, "off", Some(1));
     let c = engine.status().circuits;
-    assert_eq!((c.compiles, c.compiled_syntheses, c.native_syntheses, c.native_rejections), (1, 3, 0, 0), "{c:?}");
+    assert_eq!((c.compiles, c.compiled_syntheses, c.native_syntheses, c.native_rejections), (1, 4, 0, 0), "{c:?}");
 }

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use bellpepper_core::Circuit;
@@ -63,7 +63,7 @@ const REFUSAL_BACKOFF: Duration = Duration::from_secs(60);
 /// assert_eq!((stats.compiles, stats.compiled_syntheses), (1, 2));
 /// ```
 pub struct CircuitCache {
-    entries: Mutex<HashMap<String, Entry>>,
+    entries: Arc<Mutex<HashMap<String, Entry>>>,
     /// Notified whenever a compile ends (ready, refused or abandoned).
     compiled: Condvar,
     admit: Box<AdmitFn>,
@@ -83,11 +83,16 @@ pub struct CircuitCache {
     native_witness_ns: AtomicU64,
 }
 
+type Entries = Mutex<HashMap<String, Entry>>;
+
 enum Entry {
     /// Being compiled by one worker; `admitted` once its memory is
     /// reserved (from then on it waits for nothing but its own work).
     Compiling { admitted: bool },
-    Ready { r1cs: Arc<CompiledR1cs>, _admission: Box<dyn Admission>, last_used: u64 },
+    /// `probation`: recorded by a synthesis whose proof has not verified
+    /// yet (see [`Recording`]); used only by syntheses that waited for the
+    /// compile, until then.
+    Ready { r1cs: Arc<CompiledR1cs>, _admission: Box<dyn Admission>, last_used: u64, probation: Option<u64> },
     /// Not compiled: `until` None means never (too large, or a shape that changes).
     Refused { reason: String, until: Option<Instant> },
 }
@@ -137,6 +142,9 @@ enum Lookup {
     Plain,
     /// Another worker is compiling it, with its memory admitted.
     Compiling,
+    /// Recorded, on probation (its generation): only a synthesis that
+    /// would have waited for the compile uses it.
+    Probation(Arc<CompiledR1cs>, u64),
 }
 
 impl CircuitCache {
@@ -144,7 +152,7 @@ impl CircuitCache {
     /// memory until the entry is evicted, `Err` says why not.
     pub fn new(admit: impl Fn(usize) -> Result<Box<dyn Admission>, String> + Send + Sync + 'static) -> Self {
         CircuitCache {
-            entries: Mutex::new(HashMap::new()),
+            entries: Arc::new(Mutex::new(HashMap::new())),
             compiled: Condvar::new(),
             admit: Box::new(admit),
             tick: AtomicU64::new(0),
@@ -172,7 +180,7 @@ impl CircuitCache {
     /// The handle to synthesize circuits of structure `key` through;
     /// compiling one may use up to `allowance` bytes.
     pub fn context<'a>(&'a self, key: &'a str, allowance: usize) -> SynthContext<'a> {
-        SynthContext { cache: Some((self, key, allowance)), native: true, origin: None, deferred: None }
+        SynthContext { cache: Some((self, key, allowance)), native: true, origin: None, deferred: None, probation: None }
     }
 
     /// Drop `key`'s compiled circuit (and any refusal), releasing its memory.
@@ -233,14 +241,14 @@ impl CircuitCache {
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
-        // The map stays consistent across a panic (every update is one insert or remove).
-        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+        lock_entries(&self.entries)
     }
 
-    /// `key`'s compiled circuit, if there is one (marked as used).
+    /// `key`'s compiled circuit, if there is one and it is not on
+    /// probation (marked as used).
     pub fn compiled(&self, key: &str) -> Option<Arc<CompiledR1cs>> {
         match self.lock().get_mut(key) {
-            Some(Entry::Ready { r1cs, last_used, .. }) => {
+            Some(Entry::Ready { r1cs, last_used, probation: None, .. }) => {
                 *last_used = self.tick.fetch_add(1, Ordering::Relaxed);
                 Some(r1cs.clone())
             }
@@ -251,10 +259,11 @@ impl CircuitCache {
     fn lookup(&self, key: &str) -> Lookup {
         let mut entries = self.lock();
         match entries.get_mut(key) {
-            Some(Entry::Ready { r1cs, last_used, .. }) => {
+            Some(Entry::Ready { r1cs, last_used, probation: None, .. }) => {
                 *last_used = self.tick.fetch_add(1, Ordering::Relaxed);
                 Lookup::Ready(r1cs.clone())
             }
+            Some(Entry::Ready { r1cs, probation: Some(generation), .. }) => Lookup::Probation(r1cs.clone(), *generation),
             Some(Entry::Compiling { admitted: true }) => Lookup::Compiling,
             Some(Entry::Compiling { admitted: false }) => Lookup::Plain,
             Some(Entry::Refused { until: Some(t), .. }) if Instant::now() >= *t => {
@@ -303,13 +312,17 @@ impl CircuitCache {
         }
     }
 
-    fn insert_ready(&self, key: &str, r1cs: CompiledR1cs, mut admission: Box<dyn Admission>) {
+    /// Keeps `r1cs` under `key`; on probation (returning its [`Recording`])
+    /// when `probation` asks for it, else trusted at once.
+    fn insert_ready(&self, key: &str, r1cs: CompiledR1cs, mut admission: Box<dyn Admission>, probation: bool) -> Option<Recording> {
         let bytes = r1cs.heap_bytes();
         admission.shrink_to(bytes);
-        tracing::info!(key, bytes, nnz = r1cs.nnz(), constraints = r1cs.num_constraints(), "circuit compiled");
+        tracing::info!(key, bytes, nnz = r1cs.nnz(), constraints = r1cs.num_constraints(), probation, "circuit compiled");
         let last_used = self.tick.fetch_add(1, Ordering::Relaxed);
-        self.lock().insert(key.to_string(), Entry::Ready { r1cs: Arc::new(r1cs), _admission: admission, last_used });
+        let generation = probation.then_some(last_used);
+        self.lock().insert(key.to_string(), Entry::Ready { r1cs: Arc::new(r1cs), _admission: admission, last_used, probation: generation });
         self.compiled.notify_all();
+        generation.map(|generation| Recording { entries: Arc::downgrade(&self.entries), key: key.to_string(), generation, done: false })
     }
 
     fn refuse_for_now(&self, key: &str, reason: String) {
@@ -324,6 +337,18 @@ impl CircuitCache {
         tracing::warn!(key, %reason, "circuit not compiled; synthesizing it the ordinary way");
         self.lock().insert(key.to_string(), Entry::Refused { reason, until: None });
         self.compiled.notify_all();
+    }
+
+    /// Drops `key`'s recording on probation `generation` (if it is still
+    /// that one): an instance disagreed with it.
+    fn drop_on_probation(&self, key: &str, generation: u64, why: &str) {
+        let mut entries = self.lock();
+        if matches!(entries.get(key), Some(Entry::Ready { probation: Some(g), .. }) if *g == generation) {
+            let dropped = entries.remove(key);
+            drop(entries);
+            drop(dropped);
+            tracing::warn!(key, reason = why, "an instance disagreed with the circuit recorded on probation: the recording is dropped");
+        }
     }
 
     /// Whether a worker is compiling `key` now.
@@ -367,6 +392,77 @@ impl Drop for CompilingMark<'_> {
     }
 }
 
+fn probation_of(lookup: &Lookup) -> Option<u64> {
+    match lookup {
+        Lookup::Probation(_, generation) => Some(*generation),
+        _ => None,
+    }
+}
+
+fn lock_entries(entries: &Entries) -> MutexGuard<'_, HashMap<String, Entry>> {
+    // The map stays consistent across a panic (every update is one insert or remove).
+    entries.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A circuit structure recorded by one synthesis, on probation: other
+/// syntheses of its key keep to the ordinary path until
+/// [`confirm`](Self::confirm) says the recording synthesis led to a proof
+/// that verified. Dropped unconfirmed (the synthesis failed, its proof did
+/// not verify, its job ended), the recorded structure is dropped too and
+/// the next synthesis of the key records it again. So a malformed first
+/// partition (a payload that builds a circuit of another shape) never
+/// becomes the structure every later partition of that key is held to.
+///
+/// Only a context given a slot ([`SynthContext::with_probation`]) puts a
+/// recording on probation; without one it is trusted at once.
+pub struct Recording {
+    entries: Weak<Entries>,
+    key: String,
+    generation: u64,
+    done: bool,
+}
+
+impl Recording {
+    /// The recording synthesis proved sound: other syntheses may use it.
+    pub fn confirm(mut self) {
+        self.done = true;
+        if let Some(entries) = self.entries.upgrade() {
+            if let Some(Entry::Ready { probation, .. }) = lock_entries(&entries).get_mut(&self.key) {
+                if *probation == Some(self.generation) {
+                    *probation = None;
+                }
+            }
+        }
+    }
+
+    /// The structure key it was recorded under.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let Some(entries) = self.entries.upgrade() else { return };
+        let mut map = lock_entries(&entries);
+        if matches!(map.get(&self.key), Some(Entry::Ready { probation: Some(g), .. }) if *g == self.generation) {
+            let dropped = map.remove(&self.key);
+            drop(map);
+            drop(dropped);
+            tracing::info!(key = %self.key, "compiled circuit dropped: the synthesis that recorded it did not lead to a verified proof");
+        }
+    }
+}
+
+impl std::fmt::Debug for Recording {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recording").field("key", &self.key).field("generation", &self.generation).finish()
+    }
+}
+
 /// How one synthesis is done: through a [`CircuitCache`] under a structure
 /// key, or the ordinary way ([`SynthContext::plain`]); whether native
 /// witness generators may be used; which partition it is, for the logs.
@@ -376,12 +472,13 @@ pub struct SynthContext<'a> {
     native: bool,
     origin: Option<(&'a str, usize)>,
     deferred: DeferTo<'a>,
+    probation: Option<&'a OnceLock<Recording>>,
 }
 
 impl SynthContext<'static> {
     /// Ordinary synthesis, nothing cached.
     pub fn plain() -> Self {
-        SynthContext { cache: None, native: true, origin: None, deferred: None }
+        SynthContext { cache: None, native: true, origin: None, deferred: None, probation: None }
     }
 }
 
@@ -413,6 +510,14 @@ impl<'a> SynthContext<'a> {
     /// synthesizes again with buffers for a/b/c. Ignored by a plain context.
     pub fn with_deferred_products(mut self, r1cs: &'a Arc<CompiledR1cs>) -> Self {
         self.deferred = Some(r1cs);
+        self
+    }
+
+    /// A structure this synthesis records goes on probation, its
+    /// [`Recording`] into `slot`: the caller confirms it once the proof
+    /// made from this synthesis verifies, or drops it.
+    pub fn with_probation(mut self, slot: &'a OnceLock<Recording>) -> Self {
+        self.probation = Some(slot);
         self
     }
 }
@@ -550,7 +655,8 @@ impl SynthContext<'_> {
         };
         match lookup {
             Lookup::Plain | Lookup::Compiling => plain(buffers),
-            Lookup::Ready(r1cs) => match compiled(cache, &r1cs, buffers, self.deferred)? {
+            Lookup::Probation(..) if !wait => plain(buffers),
+            Lookup::Ready(ref r1cs) | Lookup::Probation(ref r1cs, _) => match compiled(cache, r1cs, buffers, self.deferred)? {
                 Ok(a) => {
                     cache.compiled_syntheses.fetch_add(1, Ordering::Relaxed);
                     if !a.products_on_host() {
@@ -560,7 +666,13 @@ impl SynthContext<'_> {
                 }
                 Err(Retry::Changed(e, buffers)) => {
                     cache.structure_changes.fetch_add(1, Ordering::Relaxed);
-                    cache.refuse(key, e.to_string());
+                    match probation_of(&lookup) {
+                        // The recording is as suspect as this instance: drop
+                        // it (the next synthesis records the key again)
+                        // rather than refuse the key for good.
+                        Some(generation) => cache.drop_on_probation(key, generation, &e.to_string()),
+                        None => cache.refuse(key, e.to_string()),
+                    }
                     plain(buffers)
                 }
                 Err(Retry::TooLarge(l, buffers)) => {
@@ -583,7 +695,11 @@ impl SynthContext<'_> {
                     Ok((asg, r1cs)) => {
                         cache.compiles.fetch_add(1, Ordering::Relaxed);
                         mark.armed = false;
-                        cache.insert_ready(key, r1cs, admission);
+                        if let Some(recording) = cache.insert_ready(key, r1cs, admission, self.probation.is_some()) {
+                            let slot = self.probation.expect("probation asked for");
+                            // A slot serves one synthesis; a second recording into it is not kept.
+                            drop(slot.set(recording));
+                        }
                         Ok(asg)
                     }
                     Err(Retry::TooLarge(l, buffers)) => {

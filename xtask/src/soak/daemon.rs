@@ -26,8 +26,8 @@ pub struct Target {
 pub struct Spawned {
     child: Option<Child>,
     pub target: Target,
-    /// Holds the socket's directory for as long as the daemon runs.
-    _dir: tempfile::TempDir,
+    /// Holds the socket's directory for as long as the daemon runs (when it made it).
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl Spawned {
@@ -38,8 +38,18 @@ impl Spawned {
         // A short path: unix socket paths are limited to 107 bytes, and a
         // report directory under $OUT may be long.
         let dir = tempfile::Builder::new().prefix("kiln-soak-").tempdir().context("temp dir for the socket")?;
+        let socket = dir.path().join("kiln.sock");
+        let mut me = Self::launch(kiln, &socket, params_dir, settings, log)?;
+        me._dir = Some(dir);
+        me.wait_ready(log, Duration::from_secs(120)).await?;
+        Ok(me)
+    }
+
+    /// Starts `kiln serve` on `socket` and a free loopback status port,
+    /// without waiting for it (see [`wait_ready`](Self::wait_ready)).
+    pub fn launch(kiln: &Path, socket: &Path, params_dir: &Path, settings: &[(String, String)], log: &Path) -> Result<Self> {
         let status = free_loopback_port()?;
-        let target = Target { grpc: format!("unix:{}", dir.path().join("kiln.sock").display()), status };
+        let target = Target { grpc: format!("unix:{}", socket.display()), status };
         let mut cmd = Command::new(kiln);
         cmd.arg("serve")
             .args(["--listen", &target.grpc, "--status-listen", &status.to_string()])
@@ -54,19 +64,47 @@ impl Spawned {
             cmd.env("KILN_LOG", "info");
         }
         let child = cmd.spawn().with_context(|| format!("starting {}", kiln.display()))?;
-        let mut me = Self { child: Some(child), target, _dir: dir };
+        Ok(Self { child: Some(child), target, _dir: None })
+    }
+
+    /// Waits until `/status` answers; an error (with the end of `log`)
+    /// when the daemon exits first or `within` passes.
+    pub async fn wait_ready(&mut self, log: &Path, within: Duration) -> Result<()> {
         let t0 = Instant::now();
         loop {
-            if let Some(code) = me.child.as_mut().expect("running").try_wait()? {
+            if let Some(code) = self.child.as_mut().expect("running").try_wait()? {
                 bail!("kiln serve exited ({code}) before it answered /status; its log:\n{}", tail(log, 40));
             }
-            if http_get(me.target.status, "/status").await.is_ok() {
-                return Ok(me);
+            if http_get(self.target.status, "/status").await.is_ok() {
+                return Ok(());
             }
-            if t0.elapsed() > Duration::from_secs(120) {
-                bail!("kiln serve did not answer /status within 120 s; its log:\n{}", tail(log, 40));
+            if t0.elapsed() > within {
+                bail!("kiln serve did not answer /status within {within:?}; its log:\n{}", tail(log, 40));
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Sends `signal` (SIGTERM, SIGKILL, ...) and returns at once.
+    pub fn signal(&self, signal: libc::c_int) {
+        if let Some(child) = &self.child {
+            // SAFETY: kill(2) with a pid this process spawned and has not reaped.
+            unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+        }
+    }
+
+    /// Waits up to `within` for the process to exit; its status, or `None`
+    /// if it is still running.
+    pub async fn wait_exit(&mut self, within: Duration) -> Result<Option<std::process::ExitStatus>> {
+        let t0 = Instant::now();
+        loop {
+            if let Some(status) = self.child.as_mut().expect("not reaped").try_wait()? {
+                return Ok(Some(status));
+            }
+            if t0.elapsed() > within {
+                return Ok(None);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 

@@ -20,13 +20,13 @@
 //! `xtask soak --kiln-bin ./kiln --workload h200.toml --out DIR`.
 
 mod analysis;
-mod daemon;
-mod load;
+pub(crate) mod daemon;
+pub(crate) mod load;
 mod plots;
 mod report;
 mod run;
 mod sample;
-mod workload;
+pub(crate) mod workload;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -79,6 +79,9 @@ fn generate_shaped<Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>>(
     Ok(all)
 }
 
+/// PoRep's public inputs as the sparse instances make them.
+type PorepPublicInputs = storage_proofs_porep::stacked::PublicInputs<PoseidonDomain, filecoin_proofs::DefaultPieceDomain>;
+
 /// A real instance of partition 0 of a PoRep of `config` (a sparse CC
 /// sector's: its replica id, comm_d, comm_r and vanilla proofs): the
 /// circuit's structure without a job, so its test setup can be made from
@@ -86,7 +89,7 @@ fn generate_shaped<Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>>(
 /// split by challenge).
 pub(crate) fn porep_partition_instance<Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>>(
     config: &filecoin_proofs::PoRepConfig,
-) -> Result<(storage_proofs_porep::stacked::PublicInputs<PoseidonDomain, filecoin_proofs::DefaultPieceDomain>, Vec<VanillaSealProof<Tree>>), String> {
+) -> Result<(PorepPublicInputs, Vec<VanillaSealProof<Tree>>), String> {
     use rand::SeedableRng;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
     let rng: &mut dyn RngCore = &mut rng;

@@ -46,13 +46,18 @@ pub fn ensure_params(log: u32) -> u64 {
     ParamsFile::open(&spec.path).unwrap().size_bytes()
 }
 
-/// A small engine: pageable buffers, CPU-sized thread counts.
+/// Request memory of the test engines, on top of their proving budget.
+pub const REQUEST_MEMORY: u64 = 1 << 20;
+
+/// A small engine: pageable buffers, CPU-sized thread counts, a proving
+/// budget of `budget` bytes (and [`REQUEST_MEMORY`] beside it).
 pub fn config(budget: u64) -> EngineConfig {
     EngineConfig {
         synthesis_workers: 2,
         gpu_queue_depth: 1,
         finalizer_threads: 1,
-        memory_budget_bytes: Some(budget),
+        memory_budget_bytes: Some(budget + REQUEST_MEMORY),
+        request_memory_bytes: Some(REQUEST_MEMORY),
         pin_host_buffers: false,
         partition_overhead_bytes: 64 << 10,
         counter_log_interval_ms: 200,

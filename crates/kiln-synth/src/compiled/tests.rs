@@ -164,6 +164,38 @@ fn cache_falls_back_to_plain_when_the_shape_changes() {
     assert_eq!(cache.stats().plain_syntheses, 2);
 }
 
+/// A structure recorded on probation is used by no one else until it is
+/// confirmed; dropped unconfirmed (its synthesis came from a malformed
+/// input), it is forgotten and the next synthesis records the key again,
+/// instead of every later instance being held to the bad shape.
+#[test]
+fn a_recording_on_probation_is_dropped_unless_confirmed() {
+    let cache = CircuitCache::unbounded();
+    let ctx = cache.context("shifter", usize::MAX);
+    // A malformed first instance records a shape of its own.
+    let slot = std::sync::OnceLock::new();
+    ctx.with_probation(&slot).synthesize(|| Ok(ShapeShifter(3)), AssignmentBuffers::heap()).unwrap();
+    let bad = slot.into_inner().expect("the compile put its recording in the slot");
+    assert_eq!(bad.key(), "shifter");
+    // While on probation, others take the ordinary path.
+    ctx.synthesize(|| Ok(ShapeShifter(2)), AssignmentBuffers::heap()).unwrap();
+    assert_eq!((cache.stats().plain_syntheses, cache.stats().structure_changes), (1, 0));
+    drop(bad); // its proof never verified
+    assert_eq!(cache.stats().circuits, 0);
+    // The next instance records the key again; confirmed, it serves everyone.
+    let slot = std::sync::OnceLock::new();
+    ctx.with_probation(&slot).synthesize(|| Ok(ShapeShifter(2)), AssignmentBuffers::heap()).unwrap();
+    slot.into_inner().unwrap().confirm();
+    let asg = ctx.synthesize(|| Ok(ShapeShifter(4)), AssignmentBuffers::heap()).unwrap();
+    asg.check_satisfied().unwrap();
+    let s = cache.stats();
+    assert_eq!((s.compiles, s.compiled_syntheses, s.structure_changes, s.circuits), (2, 1, 0, 1));
+    // A compiled (not compiling) synthesis leaves its slot empty.
+    let slot = std::sync::OnceLock::new();
+    ctx.with_probation(&slot).synthesize(|| Ok(ShapeShifter(6)), AssignmentBuffers::heap()).unwrap();
+    assert!(slot.get().is_none());
+}
+
 /// A buffer that cannot grow, like a pinned one.
 struct FixedBuf(Vec<Scalar>);
 impl ScalarBuffer for FixedBuf {
