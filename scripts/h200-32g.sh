@@ -22,42 +22,57 @@ for f in *.gz in32/*.gz; do [ -e "$f" ] && gunzip -f "$f"; done
 chmod +x ./bench-filecoin ./bench-latency ./kiln ./gpu_check ./gpu_test 2>/dev/null
 t0=$(date +%s)
 stamp() { echo "== +$(( $(date +%s) - t0 ))s $*"; }
+# A step's time limit: its own, or what is left of BUDGET seconds (the
+# device's per-call limit, default 590), whichever is shorter.
+lim() { local left=$(( ${BUDGET:-590} - ($(date +%s) - t0) - 5 )); (( left < $1 )) && echo $(( left > 1 ? left : 1 )) || echo "$1"; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 nproc; free -g | head -2
 for step in "$@"; do
   case "$step" in
   check)
     stamp "fixed-base kernel"
-    timeout 240 ./gpu_check --setup-only > "$OUT/gpu_check.txt" 2>&1; echo "rc=$?"; tail -4 "$OUT/gpu_check.txt"
+    timeout $(lim 240) ./gpu_check --setup-only > "$OUT/gpu_check.txt" 2>&1; echo "rc=$?"; tail -4 "$OUT/gpu_check.txt"
     stamp "GPU proofs = CPU proofs, test setups included"
-    timeout 240 ./gpu_test --test-threads 1 > "$OUT/gpu_test.txt" 2>&1; echo "rc=$?"; grep -E "^test |test result" "$OUT/gpu_test.txt"
+    timeout $(lim 240) ./gpu_test --test-threads 1 > "$OUT/gpu_test.txt" 2>&1; echo "rc=$?"; grep -E "^test |test result" "$OUT/gpu_test.txt"
+    ;;
+  abc)
+    stamp "a/b/c on the GPU = on the CPU (random and Filecoin-like compiled circuits)"
+    timeout $(lim 180) ./gpu_check --abc-only > "$OUT/gpu_abc.txt" 2>&1; echo "rc=$?"; tail -6 "$OUT/gpu_abc.txt"
+    ;;
+  ops)
+    stamp "the operator's first minutes: version, demo on the GPU and with no GPU, serve + client"
+    { ./kiln --version; timeout $(lim 120) ./kiln demo; echo "demo rc=$?"; CUDA_VISIBLE_DEVICES= timeout $(lim 120) ./kiln demo; echo "cpu demo rc=$?"; } > "$OUT/ops.txt" 2>&1
+    grep -iE "backend|rc=|kiln [0-9]|CUDA|verified" "$OUT/ops.txt" | head -20
+    sock=/tmp/kiln-ops.sock; ./kiln serve --listen "unix:$sock" > "$OUT/serve.log" 2>&1 & sp=$!; sleep 3
+    { timeout $(lim 120) ./kiln prove --addr "unix:$sock" --kind synthetic; echo "prove rc=$?"; ./kiln status --addr "unix:$sock"; ./kiln metrics --addr "unix:$sock" | grep -E "^kiln_gpu_|^kiln_build_info"; } > "$OUT/client.txt" 2>&1
+    kill -TERM $sp; wait $sp; echo "serve rc=$?"; grep -E "rc=|kiln_gpu_|build_info" "$OUT/client.txt" | head -20
     ;;
   small)
     stamp "2 KiB, the four kinds, test setups on the GPU"
-    timeout 300 ./bench-filecoin --inputs in2k --test-setup /tmp/ts2k --warmup 1 --timed 3 --out "$OUT/b2k" > "$OUT/b2k.txt" 2> "$OUT/b2k.log"
+    timeout $(lim 300) ./bench-filecoin --inputs in2k --test-setup /tmp/ts2k --warmup 1 --timed 3 --out "$OUT/b2k" > "$OUT/b2k.txt" 2> "$OUT/b2k.log"
     echo "rc=$?"; grep -E "^\| (porep|snap|window|winning)" "$OUT/b2k.txt" | tail -4
     ;;
   big)
     stamp "32 GiB WinningPoSt and PoRep C2"
-    KILN_LOG=kiln_pipeline=info,kiln_filecoin=info,kiln_groth16=info timeout 560 ./bench-filecoin --inputs in32 --kinds winning,porep \
+    KILN_LOG=kiln_pipeline=info,kiln_filecoin=info,kiln_groth16=info timeout $(lim 560) ./bench-filecoin --inputs in32 --kinds winning,porep \
       --test-setup /tmp/ts32 --warmup 0 --timed 1 --memory-budget 100GiB --out "$OUT/b32" > "$OUT/b32.txt" 2> "$OUT/b32.log"
     echo "rc=$?"; tail -12 "$OUT/b32.txt"; grep -E "parameters made|circuit compiled|test setup points" "$OUT/b32.log" | tail -5
     ;;
   steady)
     stamp "32 GiB PoRep C2, ${STEADY:-3} jobs at once"
-    KILN_LOG=kiln_pipeline=info timeout 580 ./bench-filecoin --inputs in32 --kinds porep --test-setup /tmp/ts32 --warmup 0 --timed 1 \
+    KILN_LOG=kiln_pipeline=info timeout $(lim 580) ./bench-filecoin --inputs in32 --kinds porep --test-setup /tmp/ts32 --warmup 0 --timed 1 \
       --steady "${STEADY:-3}" --memory-budget 100GiB --out "$OUT/s32" > "$OUT/s32.txt" 2> "$OUT/s32.log"
     echo "rc=$?"; tail -8 "$OUT/s32.txt"
     ;;
   rest)
     stamp "32 GiB WindowPoSt and SnapDeals"
-    KILN_LOG=kiln_pipeline=info timeout 580 ./bench-filecoin --inputs in32 --kinds window,snap --test-setup /tmp/ts32 --warmup 0 --timed 1 \
+    KILN_LOG=kiln_pipeline=info timeout $(lim 580) ./bench-filecoin --inputs in32 --kinds window,snap --test-setup /tmp/ts32 --warmup 0 --timed 1 \
       --memory-budget 100GiB --out "$OUT/r32" > "$OUT/r32.txt" 2> "$OUT/r32.log"
     echo "rc=$?"; tail -8 "$OUT/r32.txt"
     ;;
   latency)
     stamp "deadline latency under load, 2 KiB"
-    FIL_PROOFS_PARAMETER_CACHE=/tmp/ts2k KILN_TEST_SETUP_DIR=/tmp/ts2k timeout 400 ./bench-latency --inputs in2k --samples 20 \
+    FIL_PROOFS_PARAMETER_CACHE=/tmp/ts2k KILN_TEST_SETUP_DIR=/tmp/ts2k timeout $(lim 400) ./bench-latency --inputs in2k --samples 20 \
       --out "$OUT/lat2k" > "$OUT/lat2k.txt" 2> "$OUT/lat2k.log"
     echo "rc=$?"; tail -12 "$OUT/lat2k.txt"
     ;;

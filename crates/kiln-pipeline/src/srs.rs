@@ -115,6 +115,18 @@ impl Entry {
     }
 }
 
+/// Which idle parameters an eviction may unload: parameters made by an
+/// opener (a test setup held as scalars) cost seconds to minutes to make
+/// again, so a waiter that may yet be served by a finishing partition
+/// unloads only file-backed ones (remapped in milliseconds).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Remakeable {
+    /// File-backed parameters only.
+    Cheap,
+    /// Any idle parameters, made ones last.
+    Any,
+}
+
 /// The manager; shared by the engine's threads.
 pub(crate) struct SrsManager {
     budget: MemoryBudget,
@@ -152,7 +164,7 @@ impl Drop for SrsLease {
             let snap = self.manager.budget.snapshot();
             let short = snap.waiting_bytes.saturating_sub(snap.available);
             if short > 0 {
-                self.manager.evict_idle_srs(short, None);
+                self.manager.evict_idle_srs(short, None, Remakeable::Cheap);
             }
         }
     }
@@ -316,16 +328,19 @@ impl SrsManager {
         Ok(freed)
     }
 
-    /// Unloads idle hot parameters, least recently used first, until
-    /// `wanted` bytes are freed; never `except`. Returns the bytes freed.
-    pub(crate) fn evict_idle_srs(&self, wanted: u64, except: Option<&str>) -> u64 {
+    /// Unloads idle hot parameters, least recently used first (those made
+    /// by an opener after every file-backed set), until `wanted` bytes are
+    /// freed; never `except`, and made ones only when `which` allows.
+    /// Returns the bytes freed.
+    pub(crate) fn evict_idle_srs(&self, wanted: u64, except: Option<&str>, which: Remakeable) -> u64 {
         let unloaded: Vec<_> = {
             let mut entries = self.entries.lock();
             let mut idle: Vec<_> = entries
                 .values_mut()
                 .filter(|e| e.refs == 0 && e.tier() == SrsTier::Hot && Some(e.spec.id.as_str()) != except)
+                .filter(|e| which == Remakeable::Any || e.spec.open.is_none())
                 .collect();
-            idle.sort_by_key(|e| e.last_used);
+            idle.sort_by_key(|e| (e.spec.open.is_some(), e.last_used));
             let mut freed = 0;
             let mut out = Vec::new();
             for e in idle {
@@ -356,11 +371,15 @@ impl SrsManager {
         if short == 0 {
             return;
         }
-        let freed = self.evict_idle_srs(short, except);
+        let mut freed = self.evict_idle_srs(short, except, Remakeable::Cheap);
         if freed < short && waited >= POOL_EVICT_AFTER {
             let pinned = self.pool.release_idle(short - freed);
             if pinned > 0 {
                 tracing::info!(bytes = pinned, "released idle pool buffers for waiting reservations");
+            }
+            freed += pinned;
+            if freed < short {
+                self.evict_idle_srs(short - freed, except, Remakeable::Any);
             }
         }
     }
@@ -372,7 +391,7 @@ impl SrsManager {
         if pinned >= wanted {
             return pinned;
         }
-        pinned + self.evict_idle_srs(wanted - pinned, None)
+        pinned + self.evict_idle_srs(wanted - pinned, None, Remakeable::Any)
     }
 
     pub(crate) fn statuses(&self) -> Vec<SrsStatus> {
