@@ -17,7 +17,6 @@
 //! CUDA) and kiln runs on its CPU backend: a dry run of everything else.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
