@@ -1,4 +1,4 @@
-//! Builds the CUDA kernels of `cuda/` into a fatbin and embeds it, so a
+//! Builds the CUDA kernels of this crate's `cuda/` into a fatbin and embeds it, so a
 //! plain `cargo build` gives a GPU binary wherever nvcc (or NVIDIA's nvcc
 //! wheels from PyPI) can be had, on a machine with or without a GPU.
 //!
@@ -15,6 +15,9 @@
 //! Without any, the crate builds without kernels and says why in a cargo
 //! warning (the binary then proves on the CPU only, and `kiln --version`
 //! says so); `KILN_KERNELS=require` makes that a build error instead.
+//!
+//! The sources are inside the crate so that a packaged kiln-gpu (a
+//! dependency from a registry or by path) builds its kernels the same way.
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
@@ -46,12 +49,10 @@ fn main() {
         println!("cargo:rerun-if-env-changed={var}");
     }
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
-    let root = manifest.parent().and_then(Path::parent).unwrap().to_path_buf();
-    let cuda = root.join("cuda");
+    let cuda = manifest.join("cuda");
     println!("cargo:rerun-if-changed={}", cuda.display());
     let newest = newest_source(&cuda);
-    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"));
-    let target = if target.is_absolute() { target } else { root.join(target) };
+    let target = target_dir(&manifest);
 
     if let Some(explicit) = std::env::var_os("KILN_FATBIN").map(PathBuf::from) {
         // A missing watched file counts as changed for cargo (a rebuild of
@@ -99,6 +100,23 @@ fn main() {
     {
         println!("cargo:warning={line}");
     }
+}
+
+/// Where the kernel cache, `cargo xtask kernels`' fatbin and the nvcc
+/// wheels live: `$CARGO_TARGET_DIR`, else kiln's `target/` when this is
+/// kiln's own checkout (`crates/kiln-gpu` of the workspace), else, for a
+/// kiln-gpu built as another project's dependency, the target directory
+/// its build outputs are in (`OUT_DIR` is `<target>/<profile>/build/<pkg>/out`).
+fn target_dir(manifest: &Path) -> PathBuf {
+    let root = manifest.parent().and_then(Path::parent).map(Path::to_path_buf).unwrap_or_else(|| manifest.to_path_buf());
+    if let Some(t) = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from) {
+        return if t.is_absolute() { t } else { root.join(t) };
+    }
+    if root.join("crates/kiln-gpu/Cargo.toml").exists() && root.join("Cargo.toml").exists() {
+        return root.join("target");
+    }
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    out.ancestors().nth(4).map(Path::to_path_buf).unwrap_or(out)
 }
 
 /// The cached fatbin of these sources, compiled first when missing.

@@ -1,4 +1,4 @@
-//! `cargo xtask kernels`: compile cuda/kiln.cu into target/kernels/kiln.fatbin
+//! `cargo xtask kernels`: compile crates/kiln-gpu/cuda/kiln.cu into target/kernels/kiln.fatbin
 //! (sm_90a machine code + compute_90 PTX), which kiln-gpu's build.rs embeds
 //! in preference to its own cached build. A plain `cargo build` compiles the
 //! kernels by itself; this command is for a chosen nvcc and for reading
@@ -40,7 +40,7 @@ pub fn run(args: Args) -> Result<()> {
     let out = out_dir.join("kiln.fatbin");
     let extra: &[&str] = if args.verbose { &["--ptxas-options=-v"] } else { &[] };
     eprintln!("xtask kernels: {} -> {}", nvcc.display(), out.display());
-    nvcc::compile(&nvcc, &root.join("cuda"), &out, extra).map_err(|e| anyhow!(e))?;
+    nvcc::compile(&nvcc, &root.join("crates/kiln-gpu/cuda"), &out, extra).map_err(|e| anyhow!(e))?;
     eprintln!("xtask kernels: wrote {} ({} bytes)", out.display(), std::fs::metadata(&out)?.len());
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! What the drivers that run kiln's engine in-process share (`bench-filecoin`,
 //! `bench-latency`; included in each by `#[path]`: xtask has no library
-//! target): kiln's backends as the daemon picks them, and the Filecoin
+//! target): kiln's backends as the daemon picks them (kiln-groth16's
+//! `Backends::open`), and the Filecoin
 //! payloads `gen-vanilla` writes turned into the jobs and parameter sets
 //! kiln's daemon would make of them.
 
@@ -12,7 +13,7 @@ use anyhow::{anyhow, bail, Result};
 use kiln_filecoin::payload::{Payload, PayloadKind};
 use kiln_filecoin::registered::{post_proof, seal_proof, update_proof};
 use kiln_filecoin::{porep, post, snap, ParamSet};
-use kiln_groth16::{GpuBackend, ProverBackend};
+use kiln_groth16::{BackendOptions, Backends, ProverBackend};
 use kiln_pipeline::JobSource;
 
 /// kiln's own spans and events (per-partition phase timings at info from
@@ -25,27 +26,14 @@ pub fn log_to_stderr() {
         .init();
 }
 
-/// kiln's backends for `choice`: `auto` (every GPU that opens with kiln's
-/// kernels, `gpu_workers` workers each, else the CPU), `gpu` (an error
-/// without one) or `cpu` (none: the engine's CPU backend); and a line
-/// saying what runs the proofs.
+/// kiln's backends for `choice` as the daemon opens them: `auto` (every
+/// GPU that opens with kiln's kernels, `gpu_workers` workers each, else
+/// the CPU), `gpu` (an error without one) or `cpu`; and a line saying what
+/// runs the proofs and why.
 pub fn backends(choice: &str, gpu_workers: usize) -> Result<(Vec<Arc<dyn ProverBackend>>, String)> {
-    match choice {
-        "cpu" => Ok((Vec::new(), "kiln CPU backend (asked for)".into())),
-        "gpu" | "auto" => {
-            let g = GpuBackend::all(gpu_workers);
-            if g.is_empty() {
-                if choice == "gpu" {
-                    bail!("--backend gpu: no usable GPU (no driver, no device, or a build without kernels)");
-                }
-                return Ok((Vec::new(), "kiln CPU backend (no usable GPU: no driver, no device, or a build without kernels)".into()));
-            }
-            let info = g[0].context().device().info().clone();
-            let d = format!("kiln GPU backend on {} ({} SMs), {} workers", info.name, info.sm_count, g.len());
-            Ok((g.into_iter().map(|b| Arc::new(b) as Arc<dyn ProverBackend>).collect(), d))
-        }
-        other => bail!("unknown --backend {other:?} (auto, gpu or cpu)"),
-    }
+    let options = BackendOptions { workers_per_gpu: gpu_workers, ..Default::default() };
+    let chosen = Backends::open(choice.parse()?, &options)?;
+    Ok((chosen.workers, format!("kiln {}", chosen.why)))
 }
 
 pub fn kind_of(name: &str) -> Result<PayloadKind> {

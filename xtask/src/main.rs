@@ -1,6 +1,6 @@
 //! `cargo xtask`: kiln's build, benchmark and CI tasks, in Rust instead of scripts.
 //!
-//! - `cargo xtask kernels`        build `cuda/` into the fatbin kiln-gpu embeds (installs nvcc from PyPI if needed)
+//! - `cargo xtask kernels`        build `crates/kiln-gpu/cuda/` into the fatbin kiln-gpu embeds (installs nvcc from PyPI if needed)
 //! - `cargo xtask bench cpu`      kiln's CPU prover against bellperson's on the same circuits
 //! - `cargo xtask bench kernels`  GPU kernel timings next to their floors (needs a GPU)
 //! - `cargo xtask gen-vanilla --sector-size 2KiB`  real Filecoin inputs of every kind (seal, C1, vanilla proofs) as request payloads
@@ -38,7 +38,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Build the CUDA kernels (cuda/) into the fatbin that kiln-gpu embeds.
+    /// Build the CUDA kernels (crates/kiln-gpu/cuda/) into the fatbin that kiln-gpu embeds.
     Kernels(kernels::Args),
     /// Run a benchmark suite.
     Bench {

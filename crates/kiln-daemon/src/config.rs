@@ -150,7 +150,7 @@ impl Default for Raw {
             gpu_workers_per_device: 2,
             gpu_devices: "all".into(),
             gpu_srs_vram_bytes: None,
-            gpu_stream_chunk_bytes: kiln_groth16::gpu::DEFAULT_STREAM_CHUNK_BYTES as u64,
+            gpu_stream_chunk_bytes: kiln_groth16::DEFAULT_STREAM_CHUNK_BYTES as u64,
             max_synthetic_log_size: 20,
             max_message_bytes: 512 << 20,
             max_streams_per_connection: 256,
@@ -260,9 +260,7 @@ pub fn resolve(src: &Sources) -> Result<DaemonConfig> {
         "" | "off" | "none" => None,
         s => Some(s.to_string()),
     };
-    if !matches!(raw.backend.as_str(), "auto" | "cpu" | "gpu") {
-        bail!("unknown backend {:?} (expected auto, cpu or gpu)", raw.backend);
-    }
+    raw.backend.parse::<kiln_groth16::BackendChoice>()?;
     if !(1..=16).contains(&raw.gpu_workers_per_device) {
         bail!("gpu_workers_per_device must be between 1 and 16, not {}", raw.gpu_workers_per_device);
     }

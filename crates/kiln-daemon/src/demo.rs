@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use kiln_groth16::{finish, prove_start, setup, ParamsFile, Randomness};
+use kiln_groth16::{finish, prove_start, setup, BackendChoice, BackendOptions, Backends, ParamsFile, Randomness};
 use kiln_synth::workload::{SyntheticCircuit, WorkloadKind};
 use kiln_synth::{synthesize, AssignmentBuffers};
 use rand::SeedableRng;
@@ -53,7 +53,8 @@ pub fn run(args: DemoArgs) -> Result<()> {
         bail!("--log-size must be between 1 and 24");
     }
     // One worker on the first usable GPU, else the CPU; `why` says which and why.
-    let chosen = crate::backends::choose(&args.backend, 1, None, crate::backends::GpuPlacement::default())?;
+    let choice: BackendChoice = args.backend.parse()?;
+    let chosen = Backends::open(choice, &BackendOptions::default())?;
     let (backend, why) = (chosen.workers[0].clone(), chosen.why);
     let shape = SyntheticCircuit::filling_domain(args.kind, args.log_size, args.inputs);
     println!(

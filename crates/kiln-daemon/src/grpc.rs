@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kiln_groth16::GpuContext;
+use kiln_groth16::Devices;
 use kiln_pipeline::{Engine, JobOutcome, JobRequest, SubmitError};
 use kiln_proto::v1::{
     await_proof_response, srs_status, AwaitProofRequest, AwaitProofResponse, BufferStageStatus, CancelProofRequest,
@@ -25,15 +25,15 @@ use crate::metrics::Metrics;
 pub struct Service {
     engine: Engine,
     kinds: Arc<KindContext>,
-    gpus: Arc<Vec<Arc<GpuContext>>>,
+    gpus: Devices,
     metrics: Arc<Metrics>,
 }
 
 impl Service {
     /// A service that submits to `engine`, whose GPU workers run on `gpus`,
     /// and counts what it does in `metrics`.
-    pub fn new(engine: Engine, kinds: KindContext, gpus: Vec<Arc<GpuContext>>, metrics: Arc<Metrics>) -> Self {
-        Service { engine, kinds: Arc::new(kinds), gpus: Arc::new(gpus), metrics }
+    pub fn new(engine: Engine, kinds: KindContext, gpus: Devices, metrics: Arc<Metrics>) -> Self {
+        Service { engine, kinds: Arc::new(kinds), gpus, metrics }
     }
 
     /// Checks the request, builds its job and queues it. Refusals are gRPC
@@ -170,22 +170,22 @@ fn clamp32(n: usize) -> u32 {
 /// Maps the engine's status to `GetStatusResponse`; `gpus` are the devices
 /// behind the GPU workers (none on a CPU-only engine, which lists its
 /// backends in the kiln `backends` field instead).
-pub fn status_to_wire(engine: &Engine, gpus: &[Arc<GpuContext>]) -> GetStatusResponse {
+pub fn status_to_wire(engine: &Engine, gpus: &Devices) -> GetStatusResponse {
     let st = engine.status();
     let gpus = gpus
-        .iter()
-        .map(|g| {
-            let info = g.device().info();
-            let (free, total) = g.device().memory().unwrap_or((0, info.total_memory));
+        .status()
+        .into_iter()
+        .map(|info| {
+            let (free, total) = (info.free_memory.unwrap_or(0), info.total_memory);
             // GPU workers are labelled "gpu<ordinal>:<worker>"; report the
             // job of the first busy worker on this device.
             let prefix = format!("gpu{}:", info.ordinal);
             let busy = st.workers.gpu_workers.iter().find(|w| w.backend.starts_with(&prefix) && w.current_job_id.is_some());
             GpuStatus {
                 ordinal: info.ordinal as u32,
-                name: info.name.clone(),
-                vram_total_bytes: total as u64,
-                vram_free_bytes: free as u64,
+                name: info.name,
+                vram_total_bytes: total,
+                vram_free_bytes: free,
                 current_job_id: busy.and_then(|w| w.current_job_id.clone()).unwrap_or_default(),
                 current_proof_kind: busy.and_then(|w| w.current_kind_label.clone()).unwrap_or_default(),
             }

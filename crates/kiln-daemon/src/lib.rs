@@ -2,7 +2,8 @@
 //! tests (`tests/`, crate kiln-e2e) can run the real daemon in-process.
 //!
 //! The daemon is thin: [`config`] and [`cli`] resolve the knobs, [`serve`]
-//! starts the engine (kiln-pipeline) on the [`backends`] and the listeners
+//! starts the engine (kiln-pipeline) on the backends kiln-groth16's
+//! `Backends::open` picks (GPUs, else the CPU, and why) and the listeners
 //! (UNIX sockets through `uds`, which mends gRPC clients' `:authority`),
 //! [`grpc`] translates cuzk.v1 messages to engine calls, [`kinds`] maps
 //! proof kinds to job sources, [`http`] serves `/status` and `/metrics`
@@ -10,7 +11,6 @@
 //! `kiln demo`; [`client`] is `kiln prove | status | preload | evict |
 //! metrics`, a client of a running daemon.
 
-pub mod backends;
 pub mod cli;
 pub mod client;
 pub mod config;

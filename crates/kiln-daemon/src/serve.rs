@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use kiln_groth16::{BackendChoice, BackendOptions, Backends, GpuPlacement};
 use kiln_pipeline::Engine;
 use kiln_proto::ProvingEngineServer;
 use tokio::net::{TcpListener, UnixListener};
@@ -65,22 +66,25 @@ pub async fn start(config: DaemonConfig) -> Result<Running> {
         Listen::Unix(path) => Some(lock_socket(path)?),
         Listen::Tcp(_) => None,
     };
-    let backend = config.backend.clone();
-    let per_gpu = config.gpu_workers_per_device;
-    let devices = config.gpu_devices.clone();
-    let placement = crate::backends::GpuPlacement {
-        srs_vram_bytes: config.gpu_srs_vram_bytes,
-        stream_chunk_bytes: usize::try_from(config.gpu_stream_chunk_bytes).unwrap_or(usize::MAX),
+    let choice: BackendChoice = config.backend.parse()?;
+    let options = BackendOptions {
+        workers_per_gpu: config.gpu_workers_per_device,
+        devices: config.gpu_devices.clone(),
+        placement: GpuPlacement {
+            srs_vram_bytes: config.gpu_srs_vram_bytes,
+            stream_chunk_bytes: usize::try_from(config.gpu_stream_chunk_bytes).unwrap_or(usize::MAX),
+        },
     };
     // Opening GPUs loads kernels and creates streams: off the async workers.
-    let chosen = tokio::task::spawn_blocking(move || crate::backends::choose(&backend, per_gpu, devices.as_deref(), placement))
+    let chosen = tokio::task::spawn_blocking(move || Backends::open(choice, &options))
         .await
         .context("choosing backends panicked")??;
     tracing::info!(backend = %chosen.why, "prover backend");
     if !kiln_gpu::HAS_KERNELS {
         tracing::warn!("this kiln was built without CUDA kernels: it proves on the CPU only (README: Build)");
     }
-    let (backends, gpus) = (chosen.workers, chosen.gpus);
+    let gpus = chosen.devices();
+    let backends = chosen.workers;
     let engine_config = config.engine.clone();
     let engine = tokio::task::spawn_blocking(move || Engine::start(engine_config, backends))
         .await

@@ -1,6 +1,6 @@
 //! The few calls into the C library the daemon needs, fenced here with
-//! their safety arguments: group lookup (for `socket_group`) and loading
-//! the CUDA driver library to learn why it cannot be loaded.
+//! their safety arguments: group lookup (for `socket_group`). (Why the
+//! CUDA driver does not load is kiln-gpu's `probe`.)
 
 use std::ffi::CString;
 
@@ -32,33 +32,9 @@ pub fn group_id(name: &str) -> Result<Option<u32>> {
     }
 }
 
-/// Tries to load the CUDA driver library the way cudarc does (by its
-/// soname) and returns the loader's message when that fails.
-pub fn cuda_driver_load_error() -> Option<String> {
-    // SAFETY: loading libcuda runs its initializers, as cudarc itself does
-    // when the daemon opens a GPU; the handle is dropped (dlclose) at once
-    // and no symbol is taken from it.
-    match unsafe { libloading::Library::new("libcuda.so.1") } {
-        Ok(_) => None,
-        // "dlopen failed" alone; the loader's own words are its source.
-        Err(e) => Some(match std::error::Error::source(&e) {
-            Some(source) => source.to_string(),
-            None => e.to_string(),
-        }),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Where the driver library is missing, the loader says so in its words.
-    #[test]
-    fn the_loaders_own_message() {
-        if let Some(e) = cuda_driver_load_error() {
-            assert!(e.contains("libcuda.so.1"), "{e}");
-        }
-    }
 
     #[test]
     fn groups_by_name() {

@@ -20,6 +20,11 @@
 //! the proofs look, and [`verify`] checks answers with filecoin-proofs'
 //! verifiers: for tests, demos and benchmarks.
 
+/// The README's example, compiled and run as a doc test so it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 use bellperson::SynthesisError;
 use kiln_pipeline::SrsSpec;
 use kiln_synth::SynthError;

@@ -1,6 +1,6 @@
 //! kiln-gpu: BLS12-381 NTT and MSM on CUDA GPUs, for kiln's Groth16 GPU backend.
 //!
-//! Kernels live in `cuda/` (CUDA C++, templated on field and curve) and are
+//! Kernels live in this crate's `cuda/` (CUDA C++, templated on field and curve) and are
 //! built by `cargo xtask kernels` into a fatbin (sm_90a machine code plus
 //! compute_90 PTX) that this crate embeds at build time; without it the crate
 //! still builds and [`GpuDevice::open`] returns [`GpuError::NoKernels`].
@@ -24,6 +24,11 @@
 //! # Ok(()) }
 //! ```
 
+/// The README's example, compiled and run as a doc test so it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 mod buffers;
 mod device;
 mod error;
@@ -32,6 +37,7 @@ mod launch;
 mod msm;
 mod ntt;
 pub mod nvml;
+mod probe;
 mod r1cs;
 mod setup;
 mod stream;
@@ -42,6 +48,7 @@ pub use device::{DeviceInfo, DeviceSpan, GpuDevice, GpuStream};
 pub use error::GpuError;
 pub use msm::MsmTiming;
 pub use ntt::NttDirection;
+pub use probe::{cuda_driver_load_error, probe, GpuProbe};
 pub use r1cs::{DeviceProducts, DeviceR1cs, HostMatrix, HostR1cs, IdWidth, R1CS_INPUT_BIT};
 pub use setup::WINDOW_TABLE_LEN;
 pub use stream::PointStreamer;

@@ -39,7 +39,7 @@ fn words(limbs: &[u64]) -> String {
 }
 
 fn compile(add_ptx: u8, fp2_lazy: u8) -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../cuda");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("cuda");
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("field_host_{add_ptx}_{fp2_lazy}"));
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
     let status = Command::new(&cxx)

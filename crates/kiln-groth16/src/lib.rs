@@ -6,7 +6,14 @@
 //!   `finish` waits for the MSMs, assembles A, B, C with the randomizers and
 //!   verifies the proof against the verifying key. [`prove`] does all of it.
 //! - [`ProverBackend`]: where the H polynomial and the five MSMs run;
-//!   [`CpuBackend`] here, the GPU backend beside it.
+//!   [`CpuBackend`] here, the GPU backend beside it (feature `gpu`, on by
+//!   default; without it the crate builds with no CUDA crate at all).
+//! - [`Backends::open`]: which backends a process gets (every usable GPU,
+//!   else the CPU) and why — the one place kiln's daemon, benchmarks and
+//!   library users choose.
+//! - [`CircuitProver`]: prove your own bellperson circuit from parameters
+//!   you made with bellperson, GPU when present, else CPU (its module docs
+//!   have a complete example).
 //!
 //! Proofs are bellperson's `Proof<Bls12>`: byte-compatible with what
 //! bellperson and filecoin-proofs produce and verify.
@@ -23,9 +30,17 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+/// The README's example, compiled and run as a doc test so it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
+pub mod backends;
 mod blst_ffi;
+pub mod circuit_prover;
 pub mod cpu;
 pub mod error;
+#[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod msm;
 pub mod ntt;
@@ -33,12 +48,15 @@ pub mod params;
 pub mod prover;
 pub mod setup;
 
+pub use backends::{BackendChoice, BackendError, BackendOptions, Backends, Devices, GpuPlacement, DEFAULT_STREAM_CHUNK_BYTES};
+pub use circuit_prover::CircuitProver;
 pub use cpu::CpuBackend;
 pub use error::{ParamsError, ProveError};
+#[cfg(feature = "gpu")]
 pub use gpu::{GpuBackend, GpuContext};
 pub use params::{ParamsFile, ParamsShape, Section};
 pub use prover::{
-    check_shape, finish, prove, prove_start, DeviceResidency, MsmResults, PendingMsms, PendingProof, PhaseTimings, ProductsSupport,
+    check_shape, finish, prove, prove_start, DeviceResidency, DeviceStatus, MsmResults, PendingMsms, PendingProof, PhaseTimings, ProductsSupport,
     ProvedProof, ProverBackend, Randomness, Ready,
 };
 

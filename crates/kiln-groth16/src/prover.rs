@@ -131,6 +131,27 @@ pub trait ProverBackend: Send + Sync {
     fn urgent_worker(&self) -> Result<Option<Arc<dyn ProverBackend>>, ProveError> {
         Ok(None)
     }
+    /// The accelerator this worker runs on and its memory now, for status
+    /// pages (`None`: a host-only backend). Workers sharing a device
+    /// report the same one, so a caller lists each [`ProverBackend::device`] once.
+    fn device_status(&self) -> Option<DeviceStatus> {
+        None
+    }
+}
+
+/// One accelerator behind a backend, as a status page shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceStatus {
+    /// The driver's ordinal of the device.
+    pub ordinal: usize,
+    pub name: String,
+    /// Streaming multiprocessors (or the device's equivalent).
+    pub sm_count: u32,
+    /// (major, minor), e.g. (9, 0) for an H100/H200.
+    pub compute_capability: (i32, i32),
+    pub total_memory: u64,
+    /// Free device memory now; `None` when the driver did not answer.
+    pub free_memory: Option<u64>,
 }
 
 /// One parameter set held in one device's memory.

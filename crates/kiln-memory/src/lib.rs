@@ -54,6 +54,11 @@
 //! crate never installs one). Large buffers (the pinned pool, `mmap`ed SRS)
 //! bypass the heap altogether.
 
+/// The README's example, compiled and run as a doc test so it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 mod block_on;
 mod budget;
 mod class;

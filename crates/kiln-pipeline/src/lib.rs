@@ -54,6 +54,11 @@
 //! # Ok(()) }
 //! ```
 
+/// The README's example, compiled and run as a doc test so it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 mod acquire;
 mod admission;
 mod buffers;

@@ -32,6 +32,11 @@
 //! asg.check_satisfied().unwrap();
 //! ```
 
+/// The README's example, compiled and run as a doc test so it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 mod buffer;
 mod cache;
 mod compiled;

@@ -33,7 +33,7 @@ use kiln_synth::{Assignment, CompiledR1cs, Density, Products};
 use crate::error::ProveError;
 use crate::msm::{msm_g1, msm_g2};
 use crate::params::ParamsFile;
-use crate::prover::{DeviceResidency, MsmResults, PendingMsms, PhaseTimings, ProductsSupport, ProverBackend};
+use crate::prover::{DeviceResidency, DeviceStatus, MsmResults, PendingMsms, PhaseTimings, ProductsSupport, ProverBackend};
 
 mod products;
 mod setup;
@@ -110,14 +110,6 @@ impl GpuBackend {
         Ok(out)
     }
 
-    /// `workers_per_gpu` workers on every visible GPU (empty without a GPU).
-    pub fn all(workers_per_gpu: usize) -> Vec<GpuBackend> {
-        GpuContext::open_all()
-            .iter()
-            .flat_map(|ctx| (0..workers_per_gpu.max(1)).filter_map(move |w| GpuBackend::new(ctx, w).ok()))
-            .collect()
-    }
-
     pub fn context(&self) -> &Arc<GpuContext> {
         &self.ctx
     }
@@ -152,6 +144,18 @@ impl ProverBackend for GpuBackend {
 
     fn device(&self) -> String {
         format!("gpu{}", self.ctx.device.info().ordinal)
+    }
+
+    fn device_status(&self) -> Option<DeviceStatus> {
+        let i = self.ctx.device.info();
+        Some(DeviceStatus {
+            ordinal: i.ordinal,
+            name: i.name.clone(),
+            sm_count: i.sm_count,
+            compute_capability: i.compute_capability,
+            total_memory: i.total_memory as u64,
+            free_memory: self.ctx.device.memory().ok().map(|(free, _)| free as u64),
+        })
     }
 
     /// A worker on the same device with high-priority streams ([`GpuBackend::urgent`]).

@@ -24,10 +24,7 @@ pub(super) fn gpu_err(e: GpuError) -> ProveError {
     ProveError::Backend { backend: "gpu", message: e.to_string() }
 }
 
-/// Streaming chunk when none is configured: big enough that a chunk's MSM
-/// takes far longer than its copy (G1: 2.8 M points, ~40 ms of MSM against
-/// ~6 ms of copy at PCIe 5 rates), small enough to leave VRAM to the rest.
-pub const DEFAULT_STREAM_CHUNK_BYTES: usize = 256 << 20;
+pub use crate::backends::DEFAULT_STREAM_CHUNK_BYTES;
 
 /// One GPU and the parameters placed on it, shared by its workers.
 pub struct GpuContext {
@@ -103,11 +100,6 @@ impl GpuContext {
             matrix_upload: Mutex::new(()),
             limits: Mutex::new(Limits { srs_vram: None, matrix_vram: None, chunk_bytes: DEFAULT_STREAM_CHUNK_BYTES }),
         }))
-    }
-
-    /// Every visible GPU (empty without a driver or kernels).
-    pub fn open_all() -> Vec<Arc<Self>> {
-        (0..GpuDevice::count()).filter_map(|i| Self::open(i).ok()).collect()
     }
 
     pub fn device(&self) -> &GpuDevice {

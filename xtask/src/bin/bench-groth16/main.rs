@@ -17,12 +17,11 @@
 //! CUDA) and kiln runs on its CPU backend: a dry run of everything else.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use kiln_groth16::{setup, GpuBackend, ParamsFile, ProverBackend};
+use kiln_groth16::{setup, BackendOptions, Backends, ParamsFile};
 use kiln_pipeline::synthetic::SyntheticJob;
 use kiln_pipeline::EngineConfig;
 use kiln_synth::workload::{SyntheticCircuit, WorkloadKind};
@@ -105,32 +104,16 @@ impl Args {
     }
 }
 
-/// kiln's backends as the daemon picks them (`auto`: every GPU that opens
-/// with kernels, else the CPU).
+/// kiln's backends as the daemon picks them (kiln-groth16's
+/// `Backends::open`; `auto`: every GPU that opens with kernels, else the CPU).
 fn kiln_setup(args: &Args) -> Result<KilnSetup> {
     let mut config = EngineConfig::default();
     if let Some(w) = args.synthesis_workers {
         config.synthesis_workers = w;
     }
-    let gpus = || GpuBackend::all(args.gpu_workers);
-    let (backends, description): (Vec<Arc<dyn ProverBackend>>, String) = match args.backend.as_str() {
-        "cpu" => (Vec::new(), "kiln CPU backend (asked for)".into()),
-        "gpu" | "auto" => {
-            let g = gpus();
-            if g.is_empty() {
-                if args.backend == "gpu" {
-                    bail!("--backend gpu: no usable GPU (no driver, no device, or a build without kernels)");
-                }
-                (Vec::new(), "kiln CPU backend (no usable GPU: no driver, no device, or a build without kernels)".into())
-            } else {
-                let info = g[0].context().device().info().clone();
-                let d = format!("kiln GPU backend on {} ({} SMs), {} workers", info.name, info.sm_count, g.len());
-                (g.into_iter().map(|b| Arc::new(b) as Arc<dyn ProverBackend>).collect(), d)
-            }
-        }
-        other => bail!("unknown --backend {other:?} (auto, gpu or cpu)"),
-    };
-    Ok(KilnSetup { backends, config, description })
+    let options = BackendOptions { workers_per_gpu: args.gpu_workers, ..Default::default() };
+    let chosen = Backends::open(args.backend.parse()?, &options)?;
+    Ok(KilnSetup { backends: chosen.workers, config, description: format!("kiln {}", chosen.why) })
 }
 
 /// The parameter file of `shape`, at the path kiln's engine uses for it,
