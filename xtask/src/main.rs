@@ -6,6 +6,7 @@
 //! - `cargo xtask gen-vanilla --sector-size 2KiB`  real Filecoin inputs of every kind (seal, C1, vanilla proofs) as request payloads
 //!   (`--sector-size 32GiB` / `64GiB`, or `--sparse`: valid inputs from a sparse CC sector, no sealing)
 //! - `cargo xtask soak`           drive a kiln daemon with a workload file for `--duration`; steady-state report + plots
+//! - `cargo xtask fuzz --cases 10000`  the fuzz targets (requests of every kind, payload mutations, SRS ids, ParamsFile bytes), longer than CI
 //! - `cargo xtask kill-loop --iterations 100`  SIGTERM and SIGKILL a real daemon at random moments, restart, check clients and proofs
 //! - `cargo xtask bench groth16 --peer supraseal`  kiln's GPU prover against SupraSeal C2, same run
 //!   (`--build-only` puts the binaries for a GPU machine without Rust in `.gpu-peer/`)
@@ -22,6 +23,7 @@ mod bench_filecoin;
 mod bench_groth16;
 mod bench_kernels;
 mod bench_latency;
+mod fuzz;
 mod gen_vanilla;
 mod kernels;
 mod kill_loop;
@@ -49,6 +51,8 @@ enum Cmd {
     GenVanilla(gen_vanilla::Args),
     /// Drive a kiln daemon with a workload for a long time; report steady-state figures and plots.
     Soak(soak::Args),
+    /// Run the fuzz targets (proptest) with many cases: --cases N.
+    Fuzz(fuzz::Args),
     /// Kill a real daemon (SIGTERM, SIGKILL) at random moments and restart it: every client answered, no invalid proof, one daemon.
     KillLoop(kill_loop::Args),
 }
@@ -72,6 +76,7 @@ fn main() -> Result<()> {
         Cmd::Kernels(args) => kernels::run(args),
         Cmd::Soak(args) => soak::run(args),
         Cmd::KillLoop(args) => kill_loop::run(args),
+        Cmd::Fuzz(args) => fuzz::run(args),
         Cmd::GenVanilla(args) => gen_vanilla::run(args),
         Cmd::Bench { suite } => match suite {
             BenchSuite::Cpu(args) => bench_cpu::run(args),

@@ -50,6 +50,18 @@ pub(crate) fn circuit_error(msg: String) -> SynthError {
     SynthError::Circuit(SynthesisError::IoError(std::io::Error::other(msg)))
 }
 
+/// Runs `f`, which hands a request's untrusted values to filecoin-proofs /
+/// storage-proofs code. Some of that code panics on malformed values (a
+/// Poseidon domain element that is not a canonical field element panics in
+/// filecoin-hashers while a vanilla proof is checked: found by the fuzz
+/// targets of kiln-daemon), so a panic here is the request's error.
+pub(crate) fn untrusted<T>(what: &str, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+        Err(format!("{what} are malformed (filecoin-proofs refused them: {msg})"))
+    })
+}
+
 /// The parameter set named `id`, for preloading and eviction: a short name
 /// (`porep-2KiB`, `snap-32GiB`, `window-post-2KiB`, `winning-post-8MiB`;
 /// the current registered proof of that kind and size) or filecoin-proofs'

@@ -98,7 +98,7 @@ pub fn job(envelope: &[u8], req: &PorepRequest) -> Result<Arc<dyn JobSource>, St
     let (c1, sector) = decode_envelope(envelope, req)?;
     let size = u64::from(c1.registered_proof.sector_size());
     let _ = sector; // C1 already bound the sector and prover ids into replica_id.
-    with_shape!(size, build, c1)
+    crate::untrusted("the C1 output's vanilla proofs", || with_shape!(size, build, c1))
 }
 
 /// The parameters of a registered seal proof.

@@ -52,7 +52,7 @@ pub fn job(typ: PoStType, req: &PostRequest<'_>) -> Result<Arc<dyn JobSource>, S
     if typ == PoStType::Winning && req.partition_index != 0 {
         return Err(format!("WinningPoSt has one partition; partition_index {} is out of range", req.partition_index));
     }
-    with_shape!(size, build, proof, req)
+    crate::untrusted("the PoSt vanilla proofs", || with_shape!(size, build, proof, req))
 }
 
 /// The parameters of a registered PoSt proof.

@@ -46,7 +46,7 @@ pub fn job(req: &SnapRequest<'_>) -> Result<Arc<dyn JobSource>, String> {
     if req.sector_size != 0 && req.sector_size != size {
         return Err(format!("sector_size {} does not match registered_proof {} ({proof:?}, {})", req.sector_size, req.registered_proof, sector_size_name(size)));
     }
-    with_shape!(size, build, proof, req)
+    crate::untrusted("the SnapDeals vanilla proofs", || with_shape!(size, build, proof, req))
 }
 
 /// The parameters of a registered update proof.

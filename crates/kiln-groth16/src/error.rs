@@ -13,6 +13,15 @@ pub enum ParamsError {
     TrailingBytes { extra: u64 },
     #[error("parameters are invalid: {what} element {index} is {reason}")]
     InvalidPoint { what: &'static str, index: usize, reason: &'static str },
+    /// The file changed on disk while it was in use (truncated or written in
+    /// place): what was read from it cannot be trusted. The proof reading it
+    /// fails; the parameters are opened again for later work.
+    #[error("parameters {path} changed on disk while in use: {why}")]
+    Changed { path: PathBuf, why: String },
+    /// The verifying key inside the `.params` file is not the one in the
+    /// `.vk` file beside it (what filecoin-proofs verifies with).
+    #[error("parameters {params} are refused: their verifying key is not the one in {vk}: {why}")]
+    VkMismatch { params: PathBuf, vk: PathBuf, why: String },
 }
 
 /// Proving failed. Nothing of it is fatal to the process.

@@ -225,8 +225,16 @@ impl Engine {
         };
         // Unless configured, reserve what the hungriest backend says it needs.
         config.backend_scratch_ratio.get_or_insert_with(|| backends.iter().map(|b| b.host_scratch_ratio()).fold(0.0, f64::max));
+        let on_reopen = {
+            let backends = backends.clone();
+            Box::new(move |params_id| {
+                backends.iter().for_each(|b| {
+                    b.evict_device(params_id);
+                })
+            })
+        };
         let shared = Arc::new(Shared {
-            srs: SrsManager::new(budget.clone(), pool.clone()),
+            srs: SrsManager::new(budget.clone(), pool.clone(), on_reopen),
             circuits: crate::circuits::circuit_cache(&config, &budget),
             counters: StageCounters::new(config.counter_log_interval_ms),
             synth_queue: WorkQueue::new(None),

@@ -127,10 +127,15 @@ pub(crate) enum Remakeable {
     Any,
 }
 
+/// Called with the [`ParamsFile::id`] of parameters that were opened again
+/// because their file changed: the engine drops their device copies.
+pub(crate) type OnReopen = Box<dyn Fn(u64) + Send + Sync>;
+
 /// The manager; shared by the engine's threads.
 pub(crate) struct SrsManager {
     budget: MemoryBudget,
     pool: PinnedPool,
+    on_reopen: OnReopen,
     entries: Mutex<HashMap<String, Entry>>,
     /// One lock per id, held while its file is generated (so it is made once).
     generating: Mutex<HashMap<String, Arc<Mutex<()>>>>,
@@ -171,10 +176,11 @@ impl Drop for SrsLease {
 }
 
 impl SrsManager {
-    pub(crate) fn new(budget: MemoryBudget, pool: PinnedPool) -> Arc<Self> {
+    pub(crate) fn new(budget: MemoryBudget, pool: PinnedPool, on_reopen: OnReopen) -> Arc<Self> {
         let manager = Arc::new(SrsManager {
             budget: budget.clone(),
             pool,
+            on_reopen,
             entries: Mutex::new(HashMap::new()),
             generating: Mutex::new(HashMap::new()),
         });
@@ -227,10 +233,17 @@ impl SrsManager {
 
     /// The mapped parameters (mapping them, warm, if needed), without
     /// reserving their memory: for sizing a job. The file must exist.
+    /// Parameters whose file changed in place or was replaced since they
+    /// were opened are opened again (partitions still using the old ones
+    /// keep them; those reading a changed file fail).
     pub(crate) fn probe(&self, spec: &SrsSpec) -> Result<Arc<ParamsFile>, String> {
         self.register(spec)?;
-        if let Some(p) = self.entries.lock().get(&spec.id).and_then(|e| e.params.clone()) {
-            return Ok(p);
+        let known = self.entries.lock().get(&spec.id).and_then(|e| e.params.clone());
+        if let Some(p) = known {
+            match p.stale() {
+                None => return Ok(p),
+                Some(why) => self.forget_stale(&spec.id, &p, &why),
+            }
         }
         // Map (or make) outside the lock: it reads the verifying key from
         // disk, or makes a test setup (seconds to minutes, once per id).
@@ -254,6 +267,26 @@ impl SrsManager {
         e.size = params.size_bytes();
         e.params_id = Some(params.id());
         Ok(e.params.get_or_insert(params).clone())
+    }
+
+    /// Drops `stale` from `id`'s entry (with its reservation when no
+    /// partition uses it) so that the next probe opens the file again.
+    fn forget_stale(&self, id: &str, stale: &Arc<ParamsFile>, why: &str) {
+        let dropped = {
+            let mut entries = self.entries.lock();
+            let Some(e) = entries.get_mut(id) else { return };
+            if !e.params.as_ref().is_some_and(|p| Arc::ptr_eq(p, stale)) {
+                return; // another thread did it
+            }
+            tracing::warn!(id, why, in_use_by = e.refs, "parameter file changed on disk; opening it again");
+            if e.refs == 0 {
+                e.unload()
+            } else {
+                (e.params.take(), None)
+            }
+        };
+        drop(dropped);
+        (self.on_reopen)(stale.id());
     }
 
     /// Makes the parameters hot (reserving their size through `budget`, the

@@ -17,7 +17,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use kiln_groth16::{finish, prove_start, PendingProof, ProveError, ProverBackend, Randomness};
+use kiln_groth16::{finish, prove_start, ParamsError, PendingProof, ProveError, ProverBackend, Randomness};
 use kiln_memory::MemoryReservation;
 use kiln_synth::{Assignment, Recording, SynthContext, SynthError};
 
@@ -151,7 +151,8 @@ impl Takes {
 /// Errors that may come from a faulty device rather than from the job:
 /// a backend failure, or a proof that did not verify.
 fn is_prover_fault(e: &ProveError) -> bool {
-    matches!(e, ProveError::Backend { .. } | ProveError::NotVerified(_))
+    // A parameter file changed under the proof: the retry opens it again.
+    matches!(e, ProveError::Backend { .. } | ProveError::NotVerified(_) | ProveError::Params(ParamsError::Changed { .. }))
 }
 
 /// After the prover failed on a partition: queue it again from synthesis

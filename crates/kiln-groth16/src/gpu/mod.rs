@@ -282,8 +282,11 @@ impl Msms<'_> {
             None => return Ok(G1Projective::identity()),
             Some(Points::Device(p)) => self.dev.msm_g1_timed(self.s, p, m.scalars, m.len, bits),
             Some(Points::Host { section, range }) => {
-                let (dev, s, raw) = (self.dev, self.s, self.params.raw(*section, range.clone()));
-                dev.msm_g1_streamed(s, self.streamer()?, raw, m.scalars, m.len, bits)
+                let (dev, s, raw) = (self.dev, self.s, self.params.raw(*section, range.clone())?);
+                let r = dev.msm_g1_streamed(s, self.streamer()?, raw, m.scalars, m.len, bits);
+                // Points of a file changed during the stream are not an answer.
+                self.params.check_unchanged()?;
+                r
             }
         }
         .map_err(gpu_err)?;
@@ -297,8 +300,10 @@ impl Msms<'_> {
             None => return Ok(G2Projective::identity()),
             Some(Points::Device(p)) => self.dev.msm_g2_timed(self.s, p, m.scalars, m.len, bits),
             Some(Points::Host { section, range }) => {
-                let (dev, s, raw) = (self.dev, self.s, self.params.raw(*section, range.clone()));
-                dev.msm_g2_streamed(s, self.streamer()?, raw, m.scalars, m.len, bits)
+                let (dev, s, raw) = (self.dev, self.s, self.params.raw(*section, range.clone())?);
+                let r = dev.msm_g2_streamed(s, self.streamer()?, raw, m.scalars, m.len, bits);
+                self.params.check_unchanged()?;
+                r
             }
         }
         .map_err(gpu_err)?;

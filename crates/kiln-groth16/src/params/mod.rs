@@ -1,22 +1,30 @@
-//! Groth16 parameters in bellperson's file format (Filecoin's `.params`),
-//! memory-mapped: sections are located once, and points are decoded chunk by
+//! Groth16 parameters in bellperson's file format (Filecoin's `.params`):
+//! sections are located once, and points are read and decoded chunk by
 //! chunk when a prover needs them, so a file is never copied whole into RAM.
+//! The file is guarded against changes while in use ([`file`]): decoded
+//! points are read with `pread`, never through the mapping, and a file
+//! changed in place fails the proof reading it.
 //!
 //! Layout (all integers big-endian, points uncompressed):
 //! `vk | u32 |h| h.. | u32 |l| l.. | u32 |a| a.. | u32 |b_g1| b_g1.. | u32 |b_g2| b_g2..`
 //! with vk = `alpha_g1 beta_g1 beta_g2 gamma_g2 delta_g1 delta_g2 u32 |ic| ic..`.
 
+use std::cell::RefCell;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use bellperson::groth16::{prepare_verifying_key, Parameters, PreparedVerifyingKey, VerifyingKey};
 use blstrs::{Bls12, G1Affine, G2Affine, Scalar};
-use memmap2::Mmap;
 use rayon::prelude::*;
 
 use crate::error::ParamsError;
 use crate::setup::table::{g1_table, g2_table};
 use crate::setup::SetupScalars;
+
+mod file;
+mod vk_file;
+
+use file::GuardedFile;
 
 const G1_BYTES: usize = 96;
 const G2_BYTES: usize = 192;
@@ -83,20 +91,48 @@ impl ParamsShape {
 }
 
 enum Backing {
-    Mapped(Mmap),
+    File(GuardedFile),
     Owned(Vec<u8>),
     /// A test setup: every point is a known multiple of the standard
     /// generator, made when needed (on the CPU chunk by chunk, or on a GPU).
     Setup(SetupScalars),
 }
 
+thread_local! {
+    /// Each decoding thread's buffer for the bytes it reads with `pread`.
+    static READ_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
 impl Backing {
-    /// The file's bytes; empty for a test setup, which has no file form.
-    fn bytes(&self) -> &[u8] {
+    /// Bytes in the file form (0 for a test setup, which has none).
+    fn len(&self) -> usize {
         match self {
-            Backing::Mapped(m) => m,
-            Backing::Owned(v) => v,
-            Backing::Setup(_) => &[],
+            Backing::File(f) => f.len(),
+            Backing::Owned(v) => v.len(),
+            Backing::Setup(_) => 0,
+        }
+    }
+
+    /// Calls `f` with bytes `at..at + len`: a slice of memory, or for a
+    /// file what `pread` read into this thread's buffer (never the mapping).
+    fn with_bytes<T>(&self, at: usize, len: usize, f: impl FnOnce(&[u8]) -> Result<T, ParamsError>) -> Result<T, ParamsError> {
+        match self {
+            Backing::File(file) => READ_BUF.with(|buf| {
+                let mut buf = buf.borrow_mut();
+                buf.resize(len, 0);
+                file.read_at(at, &mut buf)?;
+                f(&buf)
+            }),
+            Backing::Owned(v) => f(&v[at..at + len]),
+            Backing::Setup(_) => f(&[]),
+        }
+    }
+
+    /// The file is unchanged since it was opened (always, for memory).
+    fn check(&self) -> Result<(), ParamsError> {
+        match self {
+            Backing::File(f) => f.check(),
+            _ => Ok(()),
         }
     }
 }
@@ -119,19 +155,16 @@ impl std::fmt::Debug for ParamsFile {
 }
 
 impl ParamsFile {
-    /// Map a `.params` file and index its sections. Reads only the verifying
-    /// key and the section headers; fails on a truncated or oversized file.
+    /// Open (and map) a `.params` file and index its sections. Reads only
+    /// the verifying key and the section headers; fails on a truncated or
+    /// oversized file, and on a verifying key that differs from the `.vk`
+    /// file beside it (`<name>.vk`, as filecoin-proofs writes them) when
+    /// there is one.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, ParamsError> {
         let path = path.as_ref();
-        let io = |source| ParamsError::Io { path: path.to_path_buf(), source };
-        let file = std::fs::File::open(path).map_err(io)?;
-        // SAFETY: the mapping is read-only; parameter files are written once
-        // (atomically renamed into place) and never modified while mapped.
-        let map = unsafe { Mmap::map(&file) }.map_err(io)?;
-        #[cfg(unix)]
-        let _ = map.advise(memmap2::Advice::Sequential);
-        let mut p = Self::index(Backing::Mapped(map))?;
+        let mut p = Self::index(Backing::File(GuardedFile::open(path)?))?;
         p.path = Some(path.to_path_buf());
+        vk_file::check_beside(&p)?;
         Ok(p)
     }
 
@@ -148,38 +181,41 @@ impl ParamsFile {
     }
 
     fn index(backing: Backing) -> Result<Self, ParamsError> {
-        let data = backing.bytes();
-        let total = data.len() as u64;
+        let total = backing.len();
         let need = |what: &str, end: usize| {
-            if end > data.len() {
-                Err(ParamsError::Truncated { what: what.to_string(), needed: end as u64, actual: total })
+            if end > total {
+                Err(ParamsError::Truncated { what: what.to_string(), needed: end as u64, actual: total as u64 })
             } else {
                 Ok(())
             }
         };
+        let u32_at = |at: usize| backing.with_bytes(at, 4, |b| Ok(read_u32(b, 0) as usize));
         need("verifying key", VK_FIXED_BYTES + 4)?;
-        let ic_len = read_u32(data, VK_FIXED_BYTES) as usize;
-        let vk_end = VK_FIXED_BYTES + 4 + ic_len * G1_BYTES;
+        let ic_len = u32_at(VK_FIXED_BYTES)?;
+        let vk_end = (VK_FIXED_BYTES + 4).saturating_add(ic_len.saturating_mul(G1_BYTES));
         need("verifying key ic", vk_end)?;
-        let vk = VerifyingKey::<Bls12>::read(&data[..vk_end]).map_err(|_| ParamsError::InvalidPoint {
-            what: "verifying key",
-            index: 0,
-            reason: "not a valid curve point",
+        let vk = backing.with_bytes(0, vk_end, |b| {
+            VerifyingKey::<Bls12>::read(b).map_err(|_| ParamsError::InvalidPoint {
+                what: "verifying key",
+                index: 0,
+                reason: "not a valid curve point",
+            })
         })?;
         let mut spans = [Span { offset: 0, len: 0 }; 5];
         let mut at = vk_end;
         for s in Section::ALL {
             need(&format!("{} length", s.name()), at + 4)?;
-            let len = read_u32(data, at) as usize;
+            let len = u32_at(at)?;
             let offset = at + 4;
             let end = offset.saturating_add(len.saturating_mul(s.point_bytes()));
             need(&format!("{} ({len} points)", s.name()), end)?;
             spans[s.index()] = Span { offset, len };
             at = end;
         }
-        if at != data.len() {
-            return Err(ParamsError::TrailingBytes { extra: (data.len() - at) as u64 });
+        if at != total {
+            return Err(ParamsError::TrailingBytes { extra: (total - at) as u64 });
         }
+        backing.check()?;
         Ok(Self::assemble(backing, vk, spans))
     }
 
@@ -232,7 +268,7 @@ impl ParamsFile {
     pub fn size_bytes(&self) -> u64 {
         match &self.backing {
             Backing::Setup(sc) => sc.bytes(),
-            b => b.bytes().len() as u64,
+            b => b.len() as u64,
         }
     }
 
@@ -262,14 +298,41 @@ impl ParamsFile {
     }
 
     /// The raw (uncompressed, big-endian) bytes of points `range` of
-    /// `section`. Parameters read from a file only: a test setup has no
-    /// encoded form (see [`is_test_setup`](Self::is_test_setup)).
-    pub fn raw(&self, section: Section, range: Range<usize>) -> &[u8] {
-        assert!(!self.is_test_setup(), "a test setup's points have no file encoding");
+    /// `section`, for a GPU to stream: from the mapping of a file, once its
+    /// length and modification time are found unchanged. Parameters read
+    /// from a file or memory only: a test setup has no encoded form (see
+    /// [`is_test_setup`](Self::is_test_setup)).
+    pub fn raw(&self, section: Section, range: Range<usize>) -> Result<&[u8], ParamsError> {
+        let bytes = self.byte_range(section, range);
+        match &self.backing {
+            Backing::File(f) => f.mapped(bytes),
+            Backing::Owned(v) => Ok(&v[bytes]),
+            Backing::Setup(_) => panic!("a test setup's points have no file encoding"),
+        }
+    }
+
+    /// Whether the file these were read from should be opened again for
+    /// new work, and why: it changed in place (proofs reading it fail), or
+    /// its path now names another file (these stay valid). `None` for
+    /// parameters not read from a file.
+    pub fn stale(&self) -> Option<String> {
+        match &self.backing {
+            Backing::File(f) => f.stale(),
+            _ => None,
+        }
+    }
+
+    /// The file these were read from is as it was when opened (same length
+    /// and modification time); always true for parameters not from a file.
+    pub fn check_unchanged(&self) -> Result<(), ParamsError> {
+        self.backing.check()
+    }
+
+    fn byte_range(&self, section: Section, range: Range<usize>) -> Range<usize> {
         let span = self.spans[section.index()];
-        assert!(range.end <= span.len, "{} range {range:?} out of {}", section.name(), span.len);
+        assert!(range.start <= range.end && range.end <= span.len, "{} range {range:?} out of {}", section.name(), span.len);
         let b = section.point_bytes();
-        &self.backing.bytes()[span.offset + range.start * b..span.offset + range.end * b]
+        span.offset + range.start * b..span.offset + range.end * b
     }
 
     /// Decode G1 points `range` of `section` into `out` (cleared first), in
@@ -286,7 +349,7 @@ impl ParamsFile {
             return Ok(());
         }
         let start = range.start;
-        decode_into(self.raw(section, range), out, G1_BYTES, |chunk, i| {
+        self.decode_into(self.byte_range(section, range), out, G1_BYTES, |chunk, i| {
             let bytes: &[u8; G1_BYTES] = chunk.try_into().expect("chunk is one point");
             let p = Option::<G1Affine>::from(G1Affine::from_uncompressed_unchecked(bytes));
             check(p, section, start + i)
@@ -302,11 +365,41 @@ impl ParamsFile {
             return Ok(());
         }
         let start = range.start;
-        decode_into(self.raw(Section::BG2, range), out, G2_BYTES, |chunk, i| {
+        self.decode_into(self.byte_range(Section::BG2, range), out, G2_BYTES, |chunk, i| {
             let bytes: &[u8; G2_BYTES] = chunk.try_into().expect("chunk is one point");
             let p = Option::<G2Affine>::from(G2Affine::from_uncompressed_unchecked(bytes));
             check(p, Section::BG2, start + i)
         })
+    }
+
+    /// Decodes the points in file bytes `bytes` into `out` (cleared first),
+    /// blocks of 4096 points in parallel, each block read on its own (with
+    /// `pread` for a file). A file changed before or during the reads is
+    /// [`ParamsError::Changed`], whatever the bytes decoded to.
+    fn decode_into<P: Send + Copy + Default>(
+        &self,
+        bytes: Range<usize>,
+        out: &mut Vec<P>,
+        point_bytes: usize,
+        decode: impl Fn(&[u8], usize) -> Result<P, ParamsError> + Sync,
+    ) -> Result<(), ParamsError> {
+        const BLOCK: usize = 4096;
+        self.backing.check()?;
+        let n = bytes.len() / point_bytes;
+        out.clear();
+        out.resize(n, P::default());
+        let decoded = out.par_chunks_mut(BLOCK).enumerate().try_for_each(|(ci, dst)| {
+            let at = bytes.start + ci * BLOCK * point_bytes;
+            self.backing.with_bytes(at, dst.len() * point_bytes, |raw| {
+                for (j, d) in dst.iter_mut().enumerate() {
+                    *d = decode(&raw[j * point_bytes..(j + 1) * point_bytes], ci * BLOCK + j)?;
+                }
+                Ok(())
+            })
+        });
+        // A change wins over what its bytes decoded to.
+        self.backing.check()?;
+        decoded
     }
 }
 
@@ -318,25 +411,6 @@ fn check<P: group::prime::PrimeCurveAffine>(p: Option<P>, section: Section, inde
         }
         Some(p) => Ok(p),
     }
-}
-
-fn decode_into<P: Send + Copy + Default>(
-    raw: &[u8],
-    out: &mut Vec<P>,
-    point_bytes: usize,
-    decode: impl Fn(&[u8], usize) -> Result<P, ParamsError> + Sync,
-) -> Result<(), ParamsError> {
-    let n = raw.len() / point_bytes;
-    out.clear();
-    out.resize(n, P::default());
-    out.par_chunks_mut(4096).enumerate().try_for_each(|(ci, dst)| {
-        let base = ci * 4096;
-        for (j, d) in dst.iter_mut().enumerate() {
-            let i = base + j;
-            *d = decode(&raw[i * point_bytes..(i + 1) * point_bytes], i)?;
-        }
-        Ok(())
-    })
 }
 
 fn read_u32(data: &[u8], at: usize) -> u32 {

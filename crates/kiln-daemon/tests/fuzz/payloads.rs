@@ -1,0 +1,24 @@
+//! Valid 2 KiB payloads of the four Filecoin kinds, sealed once per test
+//! process (no Groth16 parameters needed: only decoding is fuzzed).
+
+use std::sync::OnceLock;
+
+use kiln_filecoin::payload::{Payload, PayloadKind};
+use kiln_proto::v1::SubmitProofRequest;
+use rand::SeedableRng;
+
+pub fn request(kind: PayloadKind) -> SubmitProofRequest {
+    static P: OnceLock<Vec<Payload>> = OnceLock::new();
+    let all = P.get_or_init(|| {
+        let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("fil-params");
+        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &cache);
+        std::env::set_var("FIL_PROOFS_PARENT_CACHE", cache.join("parents"));
+        let work = tempfile::tempdir().unwrap();
+        let t = std::time::Instant::now();
+        let p = kiln_filecoin::vanilla::generate(2048, work.path(), &mut rand_chacha::ChaCha8Rng::seed_from_u64(22)).unwrap();
+        eprintln!("sealed a 2 KiB sector for the fuzz payloads in {:.1?}", t.elapsed());
+        p
+    });
+    let p = all.iter().find(|p| p.proof_kind == kind).unwrap().clone();
+    kiln_daemon::client::from_payload(p)
+}
