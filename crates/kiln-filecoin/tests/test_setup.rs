@@ -39,6 +39,13 @@ fn payloads() -> &'static [Payload] {
     })
 }
 
+/// The tests share one test-setup directory; those that change its files
+/// run alone.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn post_job(kind: PayloadKind) -> (Payload, Arc<dyn JobSource>) {
     let p = payloads().iter().find(|p| p.proof_kind == kind).unwrap().clone();
     let typ = if kind == PayloadKind::WinningPost { PoStType::Winning } else { PoStType::Window };
@@ -49,6 +56,7 @@ fn post_job(kind: PayloadKind) -> (Payload, Arc<dyn JobSource>) {
 
 #[test]
 fn post_proofs_against_a_test_setup_pass_filecoin_proofs_verifiers() {
+    let _one_at_a_time = serial();
     let budget = MemoryBudget::new(8 << 30);
     for kind in [PayloadKind::WindowPostPartition, PayloadKind::WinningPost] {
         let (p, j) = post_job(kind);
@@ -78,6 +86,9 @@ fn post_proofs_against_a_test_setup_pass_filecoin_proofs_verifiers() {
 
 #[test]
 fn a_verifying_key_that_is_not_the_seeds_is_refused() {
+    // It rewrites the shared directory's seed file in place (not atomically,
+    // not under the directory's lock): no other test may read it meanwhile.
+    let _one_at_a_time = serial();
     let (_, j) = post_job(PayloadKind::WindowPostPartition);
     let spec = j.srs();
     let open = spec.open.as_ref().unwrap();
