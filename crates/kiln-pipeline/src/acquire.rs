@@ -110,9 +110,12 @@ fn attempt(shared: &Shared, job: &Arc<Job>, footprint: &PartitionFootprint, lane
     Attempt::Done(Acquisition::Got(Acquired { lease, buffer, work }))
 }
 
-/// Run while waiting for memory: idle parameters, idle pool buffers and
-/// compiled circuits go for the waiters' shortfall.
+/// Run while waiting for memory: idle parameters, idle pool buffers,
+/// idle critical buffers beyond the lane's reserve (a critical partition
+/// that failed in synthesis never reached the prover's trim) and compiled
+/// circuits go for the waiters' shortfall.
 fn relieve_memory(shared: &Shared, job: &Job, waited: Duration) {
     shared.srs.relieve(Some(&job.srs.id), waited);
+    shared.lanes.trim_critical_pool();
     crate::circuits::relieve(&shared.circuits, &shared.budget);
 }

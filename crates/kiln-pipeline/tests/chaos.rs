@@ -92,3 +92,26 @@ proptest! {
         prop_assert_eq!(s.jobs.completed + s.jobs.failed + s.jobs.cancelled, plans.len() as u64);
     }
 }
+
+/// The shrunk case of a CI failure: a critical job whose first partition
+/// panics, then a bulk job, one partition in the budget, one worker per lane.
+#[test]
+fn a_panicking_critical_job_does_not_stall_the_next() {
+    let srs = ensure_params(10);
+    let probe = config(u64::MAX / 4);
+    let params = kiln_groth16::ParamsFile::open(synthetic(10, 1, 0).srs().path).unwrap();
+    let part = PartitionFootprint::of(&kiln_pipeline::shape_from_params(&params), &probe).total();
+    let budget = srs + part + part / 2;
+    let cfg = EngineConfig { synthesis_workers: 1, critical_lane_workers: 1, gpu_queue_depth: 1, ..config(budget) };
+    let engine = Engine::start(cfg, vec![SlowBackend::new(Duration::from_millis(5))]).unwrap();
+    let faulty = Arc::new(Faulty { inner: synthetic(10, 2, 0), fault: Fault::Panic(0) });
+    engine.submit(JobRequest::new("panics", Priority::Critical, faulty)).unwrap();
+    let bulk = synthetic(10, 2, 1000);
+    engine.submit(JobRequest::new("bulk", Priority::Low, bulk.clone())).unwrap();
+    assert!(matches!(engine.wait_blocking("panics", Some(Duration::from_secs(60))), JobOutcome::Failed(_)));
+    match engine.wait_blocking("bulk", Some(Duration::from_secs(60))) {
+        JobOutcome::Completed { proof, .. } => assert_valid_proofs(&bulk, &proof),
+        other => panic!("bulk ended as {other:?}; status {:#?}", engine.status()),
+    }
+    assert_idle(&engine);
+}
