@@ -46,9 +46,11 @@ struct Run {
     metrics: String,
 }
 
-/// A 4-partition job (partition 0 records the circuit) proved with one
-/// synthesis worker under `setting`, by backends answering `support`
-/// (`None`: a plain CPU backend), partition `corrupt`'s native witness wrong.
+/// A 1-partition job that records the circuit (its recording is on
+/// probation until that proof verifies), then a 4-partition job, proved
+/// with one synthesis worker under `setting`, by backends answering
+/// `support` (`None`: a plain CPU backend), the second job's partition
+/// `corrupt` with a wrong native witness.
 fn run(setting: DeviceProducts, support: &[Option<ProductsSupport>], corrupt: Option<usize>) -> Run {
     ensure_params(10);
     let first = Arc::new(DeviceLike { support: support[0].unwrap_or(ProductsSupport::No), starts: Mutex::new(Vec::new()) });
@@ -62,6 +64,12 @@ fn run(setting: DeviceProducts, support: &[Option<ProductsSupport>], corrupt: Op
         })
         .collect();
     let engine = Engine::start(EngineConfig { synthesis_workers: 1, device_products: setting, ..config(1 << 30) }, backends).unwrap();
+    let recorder = synthetic(10, 1, 12);
+    engine.submit(JobRequest::new("records", Priority::Normal, recorder.clone())).unwrap();
+    match engine.wait_blocking("records", Some(Duration::from_secs(120))) {
+        JobOutcome::Completed { proof, .. } => assert_valid_proofs(&recorder, &proof),
+        other => panic!("{other:?}"),
+    }
     let inner = synthetic(10, 4, 13);
     let job = Arc::new(WithNative { inner: inner.clone(), corrupt });
     engine.submit(JobRequest::new("products", Priority::Normal, job)).unwrap();
@@ -79,15 +87,16 @@ const DOMAIN: usize = 1 << 10;
 #[test]
 fn products_left_to_the_prover_arrive_without_abc_and_prove() {
     let r = run(DeviceProducts::Auto, &[Some(ProductsSupport::Yes)], None);
-    // Partition 0 records the circuit (a/b/c on the host); the rest leave
-    // them to the prover, their pool buffers without a/b/c.
-    assert_eq!(r.starts, vec![(true, DOMAIN), (false, 0), (false, 0), (false, 0)]);
+    // The first job records the circuit (a/b/c on the host); once its
+    // proof verified, the second job's partitions leave them to the
+    // prover, their pool buffers without a/b/c.
+    assert_eq!(r.starts, vec![(true, DOMAIN), (false, 0), (false, 0), (false, 0), (false, 0)]);
     let c = &r.status.circuits;
-    assert_eq!((c.compiles, c.native_syntheses, c.deferred_products, c.native_rejections), (1, 3, 3, 0), "{c:?}");
+    assert_eq!((c.compiles, c.native_syntheses, c.deferred_products, c.native_rejections), (1, 4, 4, 0), "{c:?}");
     let j = &r.status.jobs;
-    assert_eq!((j.products_in_synthesis, j.products_by_prover, j.products_rejected), (1, 3, 0), "{j:?}");
+    assert_eq!((j.products_in_synthesis, j.products_by_prover, j.products_rejected), (1, 4, 0), "{j:?}");
     assert!(r.metrics.contains("kiln_partition_products_total{computed=\"synthesis\"} 1"), "{}", r.metrics);
-    assert!(r.metrics.contains("kiln_partition_products_total{computed=\"prover\"} 3"), "{}", r.metrics);
+    assert!(r.metrics.contains("kiln_partition_products_total{computed=\"prover\"} 4"), "{}", r.metrics);
 }
 
 #[test]
@@ -96,12 +105,12 @@ fn a_witness_the_prover_rejects_is_redone_on_the_reference_path() {
     // Partition 2's native witness is not checked during synthesis (the
     // prover checks it); it is rejected there and redone with a/b/c on the
     // host, from the gadget witness.
-    assert_eq!(r.starts.len(), 5, "{:?}", r.starts);
+    assert_eq!(r.starts.len(), 6, "{:?}", r.starts);
     assert_eq!(r.starts.iter().filter(|s| s.0).count(), 2, "the recording and the redo: {:?}", r.starts);
     let c = &r.status.circuits;
-    assert_eq!((c.native_syntheses, c.native_rejections, c.deferred_products), (3, 0, 3), "{c:?}");
+    assert_eq!((c.native_syntheses, c.native_rejections, c.deferred_products), (4, 0, 4), "{c:?}");
     let j = &r.status.jobs;
-    assert_eq!((j.products_in_synthesis, j.products_by_prover, j.products_rejected), (2, 3, 1), "{j:?}");
+    assert_eq!((j.products_in_synthesis, j.products_by_prover, j.products_rejected), (2, 4, 1), "{j:?}");
     assert!(r.metrics.contains("kiln_products_rejections_total 1"), "{}", r.metrics);
 }
 
@@ -109,7 +118,7 @@ fn a_witness_the_prover_rejects_is_redone_on_the_reference_path() {
 fn the_setting_and_every_backends_answer_decide() {
     let host_only = |r: &Run| {
         let j = &r.status.jobs;
-        r.starts.iter().all(|&(host, len)| host && len == DOMAIN) && r.status.circuits.deferred_products == 0 && (j.products_in_synthesis, j.products_by_prover) == (4, 0)
+        r.starts.iter().all(|&(host, len)| host && len == DOMAIN) && r.status.circuits.deferred_products == 0 && (j.products_in_synthesis, j.products_by_prover) == (5, 0)
     };
     let yes = Some(ProductsSupport::Yes);
     let no_room = Some(ProductsSupport::NoRoom);
@@ -117,5 +126,5 @@ fn the_setting_and_every_backends_answer_decide() {
     assert!(host_only(&run(DeviceProducts::Auto, &[no_room], None)), "auto, no room in VRAM");
     assert!(host_only(&run(DeviceProducts::Auto, &[yes, None], None)), "auto, beside a CPU backend");
     let forced = run(DeviceProducts::Always, &[no_room], None);
-    assert_eq!((forced.status.circuits.deferred_products, forced.status.jobs.products_by_prover), (3, 3), "always, even without room");
+    assert_eq!((forced.status.circuits.deferred_products, forced.status.jobs.products_by_prover), (4, 4), "always, even without room");
 }
