@@ -8,13 +8,15 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
 use kiln_groth16::{CpuBackend, ParamsFile, PendingMsms, ProductsSupport, ProveError, ProverBackend};
-use kiln_pipeline::{DeviceProducts, Engine, EngineConfig, EngineStatus, JobOutcome, JobRequest, Priority};
-use kiln_synth::{Assignment, CompiledR1cs};
+use kiln_pipeline::synthetic::SyntheticJob;
+use kiln_pipeline::{DeviceProducts, Engine, EngineConfig, EngineStatus, JobOutcome, JobRequest, JobSource, Priority, SrsSpec};
+use kiln_synth::{Assignment, AssignmentBuffers, CompiledR1cs, SynthContext, SynthError};
 
 /// The CPU backend answering `support` about device products, recording
 /// each start as (products on the host, length of the a buffer).
@@ -52,6 +54,12 @@ struct Run {
 /// `support` (`None`: a plain CPU backend), the second job's partition
 /// `corrupt` with a wrong native witness.
 fn run(setting: DeviceProducts, support: &[Option<ProductsSupport>], corrupt: Option<usize>) -> Run {
+    run_with(setting, support, |inner| Arc::new(WithNative { inner, corrupt }))
+}
+
+/// [`run`] with the second job's source made by `source` from its
+/// synthetic job.
+fn run_with(setting: DeviceProducts, support: &[Option<ProductsSupport>], source: impl FnOnce(Arc<SyntheticJob>) -> Arc<dyn JobSource>) -> Run {
     ensure_params(10);
     let first = Arc::new(DeviceLike { support: support[0].unwrap_or(ProductsSupport::No), starts: Mutex::new(Vec::new()) });
     let backends: Vec<Arc<dyn ProverBackend>> = support
@@ -71,8 +79,7 @@ fn run(setting: DeviceProducts, support: &[Option<ProductsSupport>], corrupt: Op
         other => panic!("{other:?}"),
     }
     let inner = synthetic(10, 4, 13);
-    let job = Arc::new(WithNative { inner: inner.clone(), corrupt });
-    engine.submit(JobRequest::new("products", Priority::Normal, job)).unwrap();
+    engine.submit(JobRequest::new("products", Priority::Normal, source(inner.clone()))).unwrap();
     match engine.wait_blocking("products", Some(Duration::from_secs(120))) {
         JobOutcome::Completed { proof, .. } => assert_valid_proofs(&inner, &proof),
         other => panic!("{other:?}"),
@@ -127,4 +134,56 @@ fn the_setting_and_every_backends_answer_decide() {
     assert!(host_only(&run(DeviceProducts::Auto, &[yes, None], None)), "auto, beside a CPU backend");
     let forced = run(DeviceProducts::Always, &[no_room], None);
     assert_eq!((forced.status.circuits.deferred_products, forced.status.jobs.products_by_prover), (4, 4), "always, even without room");
+}
+
+/// [`WithNative`] whose synthesis of one partition fails the first time
+/// (as a native generator that meets a payload it cannot handle would).
+struct FailsOnce {
+    inner: WithNative,
+    partition: usize,
+    failed: AtomicBool,
+}
+
+impl JobSource for FailsOnce {
+    fn kind_label(&self) -> &str {
+        self.inner.kind_label()
+    }
+    fn srs(&self) -> SrsSpec {
+        self.inner.srs()
+    }
+    fn num_partitions(&self) -> usize {
+        self.inner.num_partitions()
+    }
+    fn synthesize(&self, i: usize, buffers: AssignmentBuffers, ctx: SynthContext<'_>) -> Result<Assignment, SynthError> {
+        if i == self.partition && !self.failed.swap(true, Ordering::SeqCst) {
+            return Err(SynthError::Unsatisfied { index: 0, total: 1 });
+        }
+        self.inner.synthesize(i, buffers, ctx)
+    }
+}
+
+#[test]
+fn a_synthesis_that_fails_while_products_are_deferred_is_redone_on_the_reference_path() {
+    let fails_once = |inner| Arc::new(FailsOnce { inner: WithNative { inner, corrupt: None }, partition: 1, failed: AtomicBool::new(false) }) as Arc<dyn JobSource>;
+    let r = run_with(DeviceProducts::Auto, &[Some(ProductsSupport::Yes)], fails_once);
+    // Partition 1's failed deferred synthesis started nothing; it was redone
+    // with a/b/c on the host (the recording job's start and the redo).
+    assert_eq!(r.starts.len(), 5, "{:?}", r.starts);
+    assert_eq!(r.starts.iter().filter(|s| s.0).count(), 2, "{:?}", r.starts);
+    let j = &r.status.jobs;
+    assert_eq!((j.products_in_synthesis, j.products_by_prover, j.products_rejected, j.failed), (2, 3, 1, 0), "{j:?}");
+}
+
+#[test]
+fn without_deferred_products_the_same_failure_fails_the_job() {
+    ensure_params(10);
+    let engine = Engine::start(EngineConfig { synthesis_workers: 1, device_products: DeviceProducts::Never, ..config(1 << 30) }, vec![Arc::new(CpuBackend)]).unwrap();
+    let job = Arc::new(FailsOnce { inner: WithNative { inner: synthetic(10, 2, 14), corrupt: None }, partition: 1, failed: AtomicBool::new(false) });
+    engine.submit(JobRequest::new("fails", Priority::Normal, job)).unwrap();
+    match engine.wait_blocking("fails", Some(Duration::from_secs(120))) {
+        JobOutcome::Failed(reason) => assert!(reason.contains("partition 1: synthesis failed"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    assert_idle(&engine);
+    assert_eq!(engine.status().jobs.products_rejected, 0);
 }
