@@ -9,6 +9,8 @@
 #   check    the fixed-base kernel against blstrs, GPU test-setup proofs = CPU proofs
 #   small    the four kinds at 2 KiB against test setups made on the GPU
 #   big      32 GiB WinningPoSt and PoRep C2 against test setups, one proof each
+#   synth    32 GiB synthesis alone on the host CPU (SYNTH_KINDS, default porep):
+#            the recording, then witness-only runs, gadget and native paths
 #   steady   32 GiB PoRep C2, N jobs at once (STEADY, default 3)
 #   rest     32 GiB WindowPoSt and SnapDeals, one proof each
 #   latency  WinningPoSt/WindowPoSt latency under a full PoRep/SnapDeals load, 2 KiB
@@ -27,6 +29,10 @@ stamp() { echo "== +$(( $(date +%s) - t0 ))s $*"; }
 lim() { local left=$(( ${BUDGET:-590} - ($(date +%s) - t0) - 5 )); (( left < $1 )) && echo $(( left > 1 ? left : 1 )) || echo "$1"; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 nproc; free -g | head -2
+# Memory and load every 20 s, for the whole call.
+( while sleep 20; do echo "$(date +%T) $(free -g | awk '/Mem:/{print $3}')G used, load $(cut -d' ' -f1 /proc/loadavg)"; done ) > "$OUT/mem.txt" 2>&1 &
+sampler=$!
+trap 'kill $sampler 2>/dev/null' EXIT
 for step in "$@"; do
   case "$step" in
   check)
@@ -54,9 +60,15 @@ for step in "$@"; do
     ;;
   big)
     stamp "32 GiB WinningPoSt and PoRep C2"
-    KILN_LOG=kiln_pipeline=info,kiln_filecoin=info,kiln_groth16=info timeout $(lim 560) ./bench-filecoin --inputs in32 --kinds winning,porep \
+    KILN_LOG=kiln_pipeline=info,kiln_filecoin=info,kiln_groth16=info,kiln_synth=info timeout $(lim 560) ./bench-filecoin --inputs in32 --kinds ${BIG_KINDS:-winning,porep} \
       --test-setup /tmp/ts32 --warmup 0 --timed 1 --memory-budget 100GiB --out "$OUT/b32" > "$OUT/b32.txt" 2> "$OUT/b32.log"
-    echo "rc=$?"; tail -12 "$OUT/b32.txt"; grep -E "parameters made|circuit compiled|test setup points" "$OUT/b32.log" | tail -5
+    echo "rc=$?"; tail -12 "$OUT/b32.txt"; grep -E "parameters made|circuit compiled|segmented recording|refus|test setup points" "$OUT/b32.log" | cut -c1-400 | tail -8
+    ;;
+  synth)
+    stamp "32 GiB synthesis on the host alone: ${SYNTH_KINDS:-porep}"
+    KILN_LOG=kiln_synth=info,kiln_filecoin=info timeout $(lim ${SYNTH_LIMIT:-580}) ./bench-filecoin --inputs in32 --kinds "${SYNTH_KINDS:-porep}" \
+      --synth-only 1 --synth-at-once 2 --no-one-core --out "$OUT/so32" > "$OUT/so32.txt" 2> "$OUT/so32.log"
+    echo "rc=$?"; cat "$OUT/so32.txt"; grep -E "segmented recording|circuit compiled|refus|rejected" "$OUT/so32.log" | cut -c1-400 | tail -6
     ;;
   steady)
     stamp "32 GiB PoRep C2, ${STEADY:-3} jobs at once"

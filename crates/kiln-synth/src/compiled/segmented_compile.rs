@@ -13,6 +13,7 @@
 //! equal and otherwise runs the whole circuit on one thread.
 
 use std::sync::atomic::AtomicU64;
+use std::time::Instant;
 
 use bellpepper_core::{ConstraintSystem, SynthesisError};
 use blstrs::Scalar;
@@ -61,13 +62,27 @@ impl CompiledR1cs {
             return Self::try_compile(super::Whole(circuit), buffers, max_bytes);
         }
         let _span = tracing::debug_span!("compile_segmented", segments = k).entered();
+        let t = Instant::now();
         let prefix = record(circuit, None, max_bytes)?;
         let parts = (0..k).into_par_iter().map(|j| record(circuit, Some(j), max_bytes)).collect::<Result<Vec<_>, _>>()?;
+        let recorded = t.elapsed();
         let r1cs = match assemble(prefix, parts, max_bytes) {
             Ok(r) => r,
             Err(limit) => return Ok(Err(Retry::TooLarge(limit, buffers))),
         };
-        Ok(match r1cs.try_synthesize_segmented(circuit, buffers, parallel, witness_ns, None)? {
+        let assembled = t.elapsed();
+        let result = r1cs.try_synthesize_segmented(circuit, buffers, parallel, witness_ns, None)?;
+        // The phases of a first synthesis, which at production sizes is
+        // the one long step before a shape's native witnesses can start.
+        tracing::info!(
+            segments = k,
+            threads = rayon::current_num_threads(),
+            record_ms = recorded.as_millis() as u64,
+            assemble_ms = (assembled - recorded).as_millis() as u64,
+            witness_ms = (t.elapsed() - assembled).as_millis() as u64,
+            "segmented recording"
+        );
+        Ok(match result {
             Ok(asg) => Ok((asg, r1cs)),
             Err(retry) => Err(retry),
         })

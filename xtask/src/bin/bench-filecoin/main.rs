@@ -81,6 +81,15 @@ struct Args {
     /// runs per kind after the recording one (no parameters, no GPU, no peer).
     #[arg(long)]
     synth_only: Option<usize>,
+    /// With `--synth-only`: at most this many partitions at once in the
+    /// all-partitions run (default: as many as fit in half of this host's
+    /// available memory; at 32 GiB each holds ~17 GB of buffers).
+    #[arg(long)]
+    synth_at_once: Option<usize>,
+    /// With `--synth-only`: skip the one-core CPU-time runs (minutes each
+    /// at production sizes).
+    #[arg(long)]
+    no_one_core: bool,
     /// Write table.md, results.json and proofs.jsonl here.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -145,7 +154,8 @@ fn synth_only_run(payloads: &[Payload], timed: usize, args: &Args) -> Result<()>
     let mut all = Vec::new();
     for p in payloads {
         let job = kiln_bench::job_for(p).map_err(|e| anyhow!("{:?} payload: {e}", p.proof_kind))?;
-        let t = synth_only::run(&job, timed)?;
+        let opts = synth_only::Options { timed, at_once: args.synth_at_once, one_core: !args.no_one_core };
+        let t = synth_only::run(&job, &opts)?;
         println!("{}", t.line());
         all.push(t.json());
     }

@@ -35,6 +35,24 @@ use crate::report::median;
 #[path = "cpu_clock.rs"]
 mod cpu_clock;
 
+/// What a `--synth-only` run does.
+pub struct Options {
+    /// Witness-only runs per path after the recording one.
+    pub timed: usize,
+    /// At most this many partitions at once (default: what fits in half of
+    /// the host's available memory).
+    pub at_once: Option<usize>,
+    /// Also time each path on one core (CPU time).
+    pub one_core: bool,
+}
+
+/// Bytes of memory this host has available now (`MemAvailable`).
+fn mem_available() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: u64 = info.lines().find_map(|l| l.strip_prefix("MemAvailable:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kb * 1024)
+}
+
 /// One kind's synthesis times (ms).
 pub struct SynthTimes {
     pub label: String,
@@ -42,6 +60,8 @@ pub struct SynthTimes {
     pub compile_ms: f64,
     pub witness_ms: Vec<f64>,
     pub all_partitions_ms: f64,
+    /// How many partitions the all-partitions run synthesized at once.
+    pub at_once: usize,
     /// Witness-only syntheses whose circuit segments ran in parallel.
     pub segmented: u64,
     pub shape: kiln_synth::CircuitShape,
@@ -62,12 +82,18 @@ pub struct NativeTimes {
     /// Their witnesses alone.
     pub witness_ms: Vec<f64>,
     /// One core, CPU time, the least of the runs: each path's witness and
-    /// whole synthesis.
-    pub gadget_one_core: CoreTimes,
-    pub native_one_core: CoreTimes,
+    /// whole synthesis (`None` with `--no-one-core`).
+    pub one_core: Option<OneCore>,
     /// Writing the aux vector once at the single-core write bandwidth.
     pub floor_ms: f64,
     pub write_gb_s: f64,
+}
+
+/// Both paths on one core.
+#[derive(Clone, Copy, Debug)]
+pub struct OneCore {
+    pub gadget: CoreTimes,
+    pub native: CoreTimes,
 }
 
 /// CPU milliseconds of one synthesis on one core.
@@ -80,33 +106,40 @@ pub struct CoreTimes {
 impl NativeTimes {
     fn json(&self, constraints: usize) -> serde_json::Value {
         let per_m = |ms: f64| ms / 1e3 / (constraints as f64 / 1e6);
+        let one_core = self.one_core.map(|o| {
+            json!({"one_core_cpu_ms": {"gadget": {"witness": o.gadget.witness_ms, "synthesis": o.gadget.synthesis_ms},
+                                       "native": {"witness": o.native.witness_ms, "synthesis": o.native.synthesis_ms}},
+                   "core_s_per_m_constraints": {"gadget_witness": per_m(o.gadget.witness_ms), "native_witness": per_m(o.native.witness_ms),
+                                                "gadget_synthesis": per_m(o.gadget.synthesis_ms), "native_synthesis": per_m(o.native.synthesis_ms)},
+                   "witness_speedup": o.gadget.witness_ms / o.native.witness_ms})
+        });
         json!({"synth_ms": self.synth_ms, "synth_median_ms": median(&self.synth_ms),
                "witness_ms": self.witness_ms, "witness_median_ms": median(&self.witness_ms),
-               "one_core_cpu_ms": {"gadget": {"witness": self.gadget_one_core.witness_ms, "synthesis": self.gadget_one_core.synthesis_ms},
-                                   "native": {"witness": self.native_one_core.witness_ms, "synthesis": self.native_one_core.synthesis_ms}},
-               "core_s_per_m_constraints": {"gadget_witness": per_m(self.gadget_one_core.witness_ms), "native_witness": per_m(self.native_one_core.witness_ms),
-                                            "gadget_synthesis": per_m(self.gadget_one_core.synthesis_ms), "native_synthesis": per_m(self.native_one_core.synthesis_ms)},
-               "witness_speedup": self.gadget_one_core.witness_ms / self.native_one_core.witness_ms,
-               "floor_ms": self.floor_ms, "write_gb_s_1core": self.write_gb_s})
+               "one_core": one_core, "floor_ms": self.floor_ms, "write_gb_s_1core": self.write_gb_s})
     }
 
     fn line(&self, constraints: usize) -> String {
         let per_m = |ms: f64| ms / 1e3 / (constraints as f64 / 1e6);
-        let (g, n) = (self.gadget_one_core, self.native_one_core);
+        let one_core = match self.one_core {
+            Some(OneCore { gadget: g, native: n }) => format!(
+                "; one core, CPU time (least of the runs): witness gadget {:.1} ms ({:.3} core-s/M constraints), native {:.2} ms ({:.4} core-s/M), {:.1}x; whole synthesis gadget {:.1} ms ({:.3} core-s/M), native {:.1} ms ({:.3} core-s/M)",
+                g.witness_ms,
+                per_m(g.witness_ms),
+                n.witness_ms,
+                per_m(n.witness_ms),
+                g.witness_ms / n.witness_ms,
+                g.synthesis_ms,
+                per_m(g.synthesis_ms),
+                n.synthesis_ms,
+                per_m(n.synthesis_ms)
+            ),
+            None => String::new(),
+        };
         format!(
-            "  native: synthesis {:.1} ms, witness {:.1} ms (medians of {}, every core); one core, CPU time (least of the runs): witness gadget {:.1} ms ({:.3} core-s/M constraints), native {:.2} ms ({:.4} core-s/M), {:.1}x; whole synthesis gadget {:.1} ms ({:.3} core-s/M), native {:.1} ms ({:.3} core-s/M); floor {:.2} ms (aux written once at {:.1} GB/s)",
+            "  native: synthesis {:.1} ms, witness {:.1} ms (medians of {}, every core){one_core}; floor {:.2} ms (aux written once at {:.1} GB/s)",
             median(&self.synth_ms).unwrap_or(f64::NAN),
             median(&self.witness_ms).unwrap_or(f64::NAN),
             self.synth_ms.len(),
-            g.witness_ms,
-            per_m(g.witness_ms),
-            n.witness_ms,
-            per_m(n.witness_ms),
-            g.witness_ms / n.witness_ms,
-            g.synthesis_ms,
-            per_m(g.synthesis_ms),
-            n.synthesis_ms,
-            per_m(n.synthesis_ms),
             self.floor_ms,
             self.write_gb_s
         )
@@ -128,7 +161,7 @@ impl SynthTimes {
     pub fn json(&self) -> serde_json::Value {
         json!({"kind": self.label, "partitions": self.partitions, "compile_ms": self.compile_ms,
                "witness_ms": self.witness_ms, "witness_median_ms": median(&self.witness_ms),
-               "all_partitions_ms": self.all_partitions_ms,
+               "all_partitions_ms": self.all_partitions_ms, "at_once": self.at_once,
                "segmented_syntheses": self.segmented, "shape": format!("{:?}", self.shape),
                "gadget_witness_ms": self.gadget_witness_ms, "gadget_witness_median_ms": median(&self.gadget_witness_ms),
                "native": self.native.as_ref().map(|n| n.json(self.shape.num_constraints)),
@@ -138,7 +171,7 @@ impl SynthTimes {
     pub fn line(&self) -> String {
         let native = self.native.as_ref().map(|n| format!("\n{}", n.line(self.shape.num_constraints))).unwrap_or_default();
         format!(
-            "{}: {} partition(s) of {:?}; partition 0 recorded in {:.1} ms, then witness-only {:.1} ms on the gadget path (its witness {:.1} ms; median of {}, {} with parallel segments); all partitions at once {:.1} ms; aux scalars: L {}, A {}, B {}{native}",
+            "{}: {} partition(s) of {:?}; partition 0 recorded in {:.1} ms, then witness-only {:.1} ms on the gadget path (its witness {:.1} ms; median of {}, {} with parallel segments); {} partition(s) at once {:.1} ms; aux scalars: L {}, A {}, B {}{native}",
             self.label,
             self.partitions,
             self.shape,
@@ -147,6 +180,7 @@ impl SynthTimes {
             median(&self.gadget_witness_ms).unwrap_or(f64::NAN),
             self.witness_ms.len(),
             self.segmented,
+            self.at_once,
             self.all_partitions_ms,
             mix_line(&self.classes[0]),
             mix_line(&self.classes[1]),
@@ -160,7 +194,8 @@ fn ms(t: Instant) -> f64 {
 }
 
 /// Synthesis times of `payload`'s job (see the module doc).
-pub fn run(job: &Arc<dyn JobSource>, timed: usize) -> Result<SynthTimes> {
+pub fn run(job: &Arc<dyn JobSource>, opts: &Options) -> Result<SynthTimes> {
+    let timed = opts.timed;
     let label = job.kind_label().to_string();
     let cache = CircuitCache::unbounded();
     let key = format!("synth-only-{label}");
@@ -198,13 +233,17 @@ pub fn run(job: &Arc<dyn JobSource>, timed: usize) -> Result<SynthTimes> {
     }
     let witness_ms = gadget_runs.iter().map(|r| r.0).collect();
     let gadget_witness_ms = gadget_runs.iter().map(|r| r.1).collect();
-    let buffers: Vec<AssignmentBuffers> = (0..job.num_partitions()).map(|_| touched()).collect();
+    // Each partition's buffers: aux, and a/b/c per constraint.
+    let per_partition = ((shape.num_aux + 3 * shape.num_constraints) * 32) as u64;
+    let fits = mem_available().map_or(job.num_partitions(), |m| (m / 2 / per_partition.max(1)) as usize);
+    let at_once = opts.at_once.unwrap_or(fits).clamp(1, job.num_partitions());
+    let buffers: Vec<AssignmentBuffers> = (0..at_once).map(|_| touched()).collect();
     let t = Instant::now();
     buffers.into_par_iter().enumerate().map(|(i, b)| once(i, b, false)).collect::<Result<Vec<_>>>()?;
     let all_partitions_ms = ms(t);
     let segmented = cache.stats().segmented_syntheses;
-    let native = if once(0, touched(), true)?.3 { Some(native_times(&once, &touched, timed, shape.num_aux)?) } else { None };
-    Ok(SynthTimes { label, partitions: job.num_partitions(), compile_ms, witness_ms, all_partitions_ms, segmented, shape, classes, gadget_witness_ms, native })
+    let native = if once(0, touched(), true)?.3 { Some(native_times(&once, &touched, timed, shape.num_aux, opts.one_core)?) } else { None };
+    Ok(SynthTimes { label, partitions: job.num_partitions(), compile_ms, witness_ms, all_partitions_ms, at_once, segmented, shape, classes, gadget_witness_ms, native })
 }
 
 /// One synthesis: its ms, its witness ms, its shape, whether it took the native path.
@@ -216,6 +255,7 @@ fn native_times(
     touched: &(dyn Fn() -> AssignmentBuffers + Sync),
     timed: usize,
     num_aux: usize,
+    one_core_runs: bool,
 ) -> Result<NativeTimes> {
     let runs = (0..timed).map(|_| once(0, touched(), true)).collect::<Result<Vec<_>>>()?;
     let one_core = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
@@ -236,14 +276,12 @@ fn native_times(
         }
         Ok(best)
     };
-    let gadget_one_core = least(false)?;
-    let native_one_core = least(true)?;
+    let one_core_times = if one_core_runs { Some(OneCore { gadget: least(false)?, native: least(true)? }) } else { None };
     let write_gb_s = one_core.install(single_core_write_gb_s);
     Ok(NativeTimes {
         synth_ms: runs.iter().map(|r| r.0).collect(),
         witness_ms: runs.iter().map(|r| r.1).collect(),
-        gadget_one_core,
-        native_one_core,
+        one_core: one_core_times,
         floor_ms: (num_aux * 32) as f64 / (write_gb_s * 1e9) * 1e3,
         write_gb_s,
     })
