@@ -23,8 +23,9 @@ const POLL: Duration = Duration::from_millis(20);
 
 /// How a watched wait ended.
 pub(crate) enum Waited {
-    /// `finish` returned (or panicked).
-    Done(std::thread::Result<Result<ProvedProof, ProveError>>),
+    /// `finish` returned (or panicked). Boxed: a proof is large beside
+    /// the other outcomes.
+    Done(Box<std::thread::Result<Result<ProvedProof, ProveError>>>),
     /// No answer within the limit.
     Expired(Duration),
     /// The job ended or the engine is stopping: nobody needs the answer.
@@ -42,7 +43,7 @@ pub(crate) fn finish_watched(
     quarantined: impl Fn() -> bool,
 ) -> Waited {
     let Some(limit) = limit else {
-        return Waited::Done(catch_unwind(AssertUnwindSafe(|| finish(pending))));
+        return Waited::Done(Box::new(catch_unwind(AssertUnwindSafe(|| finish(pending)))));
     };
     let (tx, rx) = sync_channel(1);
     let spawned = std::thread::Builder::new().name("kiln-finish".into()).spawn(move || {
@@ -51,16 +52,16 @@ pub(crate) fn finish_watched(
     });
     if let Err(e) = spawned {
         let message = format!("cannot start a thread to wait for the prover: {e}");
-        return Waited::Done(Ok(Err(ProveError::Backend { backend: "engine", message })));
+        return Waited::Done(Box::new(Ok(Err(ProveError::Backend { backend: "engine", message }))));
     }
     let started = Instant::now();
     loop {
         let left = limit.saturating_sub(started.elapsed());
         match rx.recv_timeout(left.clamp(Duration::from_millis(1), POLL)) {
-            Ok(result) => return Waited::Done(result),
+            Ok(result) => return Waited::Done(Box::new(result)),
             Err(RecvTimeoutError::Disconnected) => {
                 let message = "the thread waiting for the prover ended without an answer".to_string();
-                return Waited::Done(Ok(Err(ProveError::Backend { backend: "engine", message })));
+                return Waited::Done(Box::new(Ok(Err(ProveError::Backend { backend: "engine", message }))));
             }
             Err(RecvTimeoutError::Timeout) => {}
         }

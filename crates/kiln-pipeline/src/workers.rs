@@ -440,7 +440,7 @@ pub(crate) fn finalizer(shared: Arc<Shared>, takes: Takes, nice: i32) {
         let took = t.elapsed();
         job.add_gpu_compute(took);
         let result = match waited {
-            Waited::Done(result) => result,
+            Waited::Done(result) => *result,
             // Nobody needs the answer; the waiting thread drops it.
             Waited::Abandoned => continue,
             Waited::Expired(limit) => {

@@ -24,11 +24,11 @@ fn fault_config() -> EngineConfig {
 
 /// `plan` injected into a slowed CPU backend presented as device `name`.
 fn faulty(name: &str, plan: FaultPlan) -> Arc<FaultyBackend> {
-    Arc::new(FaultyBackend::new(OnDevice::new(name, SlowBackend::new(Duration::from_millis(2))), plan))
+    Arc::new(FaultyBackend::new(OnDevice::named(name, SlowBackend::new(Duration::from_millis(2))), plan))
 }
 
 fn clean(name: &str) -> Arc<dyn ProverBackend> {
-    OnDevice::new(name, SlowBackend::new(Duration::from_millis(2)))
+    OnDevice::named(name, SlowBackend::new(Duration::from_millis(2)))
 }
 
 /// Submits `count` jobs of `partitions` partitions; returns their ids and sources.
@@ -149,7 +149,7 @@ fn a_sticky_fault_quarantines_its_device_and_the_other_proves_every_job() {
     // dev0: the CPU backend with its critical-lane worker (sharing dev0's
     // faults), lost after 2 calls; dev1 has no critical worker of its own,
     // so once dev0 is out its ordinary worker takes critical work too.
-    let sticky = Arc::new(FaultyBackend::new(OnDevice::new("dev0", Arc::new(CpuBackend)), FaultPlan::default().sticky_after(2)));
+    let sticky = Arc::new(FaultyBackend::new(OnDevice::named("dev0", Arc::new(CpuBackend)), FaultPlan::default().sticky_after(2)));
     let engine = Engine::start(fault_config(), vec![sticky.clone() as Arc<dyn ProverBackend>, clean("dev1")]).unwrap();
     assert_eq!(engine.status().workers.gpu_workers.len(), 3, "dev0, dev1, dev0's critical worker");
     let jobs = submit_all(&engine, "sticky", 6, 2);

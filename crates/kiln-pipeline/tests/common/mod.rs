@@ -234,7 +234,7 @@ impl JobSource for WithNative {
 pub struct OnDevice(pub String, pub Arc<dyn ProverBackend>);
 
 impl OnDevice {
-    pub fn new(name: &str, inner: Arc<dyn ProverBackend>) -> Arc<dyn ProverBackend> {
+    pub fn named(name: &str, inner: Arc<dyn ProverBackend>) -> Arc<dyn ProverBackend> {
         Arc::new(OnDevice(name.to_string(), inner))
     }
 }
@@ -253,6 +253,6 @@ impl ProverBackend for OnDevice {
         self.1.host_scratch_ratio()
     }
     fn urgent_worker(&self) -> Result<Option<Arc<dyn ProverBackend>>, ProveError> {
-        Ok(self.1.urgent_worker()?.map(|w| OnDevice::new(&self.0, w)))
+        Ok(self.1.urgent_worker()?.map(|w| OnDevice::named(&self.0, w)))
     }
 }
