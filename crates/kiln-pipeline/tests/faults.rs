@@ -168,6 +168,32 @@ fn a_sticky_fault_quarantines_its_device_and_the_other_proves_every_job() {
 }
 
 #[test]
+fn a_device_failing_every_call_is_quarantined_after_n_faults_in_a_row() {
+    ensure_params(10);
+    let t = Instant::now();
+    let broken = faulty("dev0", FaultPlan::default().start_err(1.0));
+    let cfg = EngineConfig { quarantine_after_faults: 2, partition_retries: 1, ..fault_config() };
+    let engine = Engine::start(cfg, vec![broken.clone() as Arc<dyn ProverBackend>, clean("dev1")]).unwrap();
+    let jobs = submit_all(&engine, "broken", 4, 2);
+    for (id, job) in &jobs {
+        match engine.wait_blocking(id, Some(Duration::from_secs(60))) {
+            JobOutcome::Completed { proof, .. } => assert_valid_proofs(job, &proof),
+            // A partition may meet dev0 twice before its second fault in a
+            // row quarantines it (one retry is charged, then it fails).
+            JobOutcome::Failed(m) => assert!(m.contains("injected fault at start on dev0"), "{id}: {m}"),
+            other => panic!("{id}: {other:?}"),
+        }
+    }
+    let s = engine.status();
+    let d0 = &s.provers.devices[0];
+    assert_eq!(d0.quarantined.as_deref().map(|w| w.starts_with("2 prover faults in a row, the last: partition ")), Some(true), "{d0:?}");
+    assert_eq!(broken.counts().start_err, 2, "no call after the quarantine");
+    assert!(s.jobs.completed >= 3, "{:?}", s.jobs);
+    assert_idle(&engine);
+    eprintln!("2 faults in a row: {:?}, {:.2} s", s.jobs, t.elapsed().as_secs_f64());
+}
+
+#[test]
 fn with_one_device_a_sticky_fault_fails_jobs_saying_no_prover_is_left() {
     ensure_params(10);
     let t = Instant::now();
