@@ -76,7 +76,7 @@ impl Service {
             .map_err(|e| match e {
                 SubmitError::TooLarge(_) | SubmitError::Busy(_) => Status::resource_exhausted(e.to_string()),
                 SubmitError::Invalid(_) => Status::invalid_argument(e.to_string()),
-                SubmitError::ShuttingDown => Status::unavailable(e.to_string()),
+                SubmitError::ShuttingDown | SubmitError::NoProver(_) => Status::unavailable(e.to_string()),
             })?;
         if !submitted.existing {
             self.metrics.jobs().watch(self.engine.clone(), submitted.job_id.clone(), kind_label);

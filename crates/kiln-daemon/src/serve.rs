@@ -314,14 +314,22 @@ fn lock_socket(socket: &Path) -> Result<File> {
 }
 
 /// Runs the daemon until SIGTERM or SIGINT, then shuts down gracefully. A
-/// second signal during the grace period exits at once.
+/// second signal during the grace period exits at once. When the engine
+/// has no prover left (every device quarantined after a sticky fault, a
+/// hang or repeated faults), it shuts down the same way and returns the
+/// reason as an error: the process exits non-zero and its service manager
+/// (systemd's `Restart=on-failure`) starts it again, with reset devices.
 pub async fn run(config: DaemonConfig) -> Result<()> {
     let running = start(config).await?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM"),
-        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT"),
-    }
+    let lost = tokio::select! {
+        _ = term.recv() => { tracing::info!("SIGTERM"); None }
+        _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT"); None }
+        why = no_prover_left(&running.engine) => {
+            tracing::error!(reason = %why, "no prover is left: kiln shuts down so that its service manager restarts it");
+            Some(why)
+        }
+    };
     tokio::spawn(async move {
         tokio::select! {
             _ = term.recv() => {},
@@ -330,5 +338,44 @@ pub async fn run(config: DaemonConfig) -> Result<()> {
         eprintln!("kiln: second signal, exiting without waiting for jobs");
         std::process::exit(130);
     });
-    running.shutdown().await
+    running.shutdown().await?;
+    match lost {
+        Some(why) => bail!("{why}"),
+        None => Ok(()),
+    }
+}
+
+/// Resolves, with the reason, once `engine` has no prover left.
+async fn no_prover_left(engine: &Engine) -> String {
+    loop {
+        if let Some(why) = engine.no_prover_left() {
+            return why;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_groth16::{CpuBackend, FaultPlan, FaultyBackend, ProverBackend};
+    use kiln_pipeline::synthetic::SyntheticJob;
+    use kiln_pipeline::{EngineConfig, JobRequest, Priority};
+    use kiln_synth::workload::WorkloadKind;
+
+    /// A device lost on its first call: the job fails and the serve loop's
+    /// watch resolves with the reason (`run` then exits non-zero).
+    #[tokio::test]
+    async fn the_serve_loop_sees_when_no_prover_is_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = EngineConfig { memory_budget_bytes: Some(256 << 20), pin_host_buffers: false, ..Default::default() };
+        let lost = Arc::new(FaultyBackend::new(Arc::new(CpuBackend), FaultPlan::default().sticky_after(0))) as Arc<dyn ProverBackend>;
+        let engine = Engine::start(config, vec![lost]).unwrap();
+        let job = SyntheticJob::new(WorkloadKind::Dense, 8, 1, 1, dir.path());
+        engine.submit(JobRequest::new("doomed", Priority::Normal, Arc::new(job))).unwrap();
+        let why = tokio::time::timeout(Duration::from_secs(60), no_prover_left(&engine)).await.expect("no prover left within a minute");
+        assert!(why.starts_with("no prover is left: every prover device is quarantined (cpu: a sticky fault: "), "{why}");
+        assert!(matches!(engine.wait("doomed", None).await, kiln_pipeline::JobOutcome::Failed(m) if m == why));
+        engine.shutdown(Duration::ZERO).await;
+    }
 }

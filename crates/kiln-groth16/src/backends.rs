@@ -14,6 +14,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use crate::cpu::CpuBackend;
+use crate::faults::{FaultPlan, FaultyBackend, FAULTS_ENV};
 use crate::prover::{DeviceStatus, ProverBackend};
 
 /// Streaming chunk when none is configured (parameter sections a GPU
@@ -97,7 +98,33 @@ pub struct Backends {
 impl Backends {
     /// Opens the backends `choice` asks for. Opening GPUs loads kernels and
     /// starts worker threads: call it off any async executor.
+    ///
+    /// With [`crate::FAULTS_ENV`] (`KILN_FAULTS`) set, every backend is
+    /// wrapped in a [`FaultyBackend`] injecting the faults it names (a
+    /// test setting: the log says so loudly); a value that does not parse
+    /// is an error.
     pub fn open(choice: BackendChoice, options: &BackendOptions) -> Result<Backends, BackendError> {
+        let plan = FaultPlan::from_env()?;
+        let backends = Self::open_real(choice, options)?;
+        Ok(match plan {
+            Some(plan) => backends.with_faults(&plan),
+            None => backends,
+        })
+    }
+
+    /// The same workers, each wrapped in a [`FaultyBackend`] following
+    /// `plan` (workers of one device share its faults).
+    pub fn with_faults(self, plan: &FaultPlan) -> Backends {
+        tracing::warn!(
+            plan = %plan,
+            "{FAULTS_ENV} is set: INJECTING FAULTS into every prover backend (errors, wrong results, hangs, sticky faults). \
+             This is a test setting; never run it in production"
+        );
+        let workers = FaultyBackend::wrap_all(self.workers, plan).into_iter().map(|w| w as Arc<dyn ProverBackend>).collect();
+        Backends { workers, why: format!("{}; FAULTS INJECTED ({FAULTS_ENV}={plan})", self.why) }
+    }
+
+    fn open_real(choice: BackendChoice, options: &BackendOptions) -> Result<Backends, BackendError> {
         match choice {
             BackendChoice::Cpu => Ok(Self::cpu("asked for (backend = \"cpu\")")),
             BackendChoice::Auto | BackendChoice::Gpu => match open_gpus(options)? {
@@ -216,6 +243,15 @@ mod tests {
         assert_eq!("gpu".parse::<BackendChoice>().unwrap(), BackendChoice::Gpu);
         let e = "tpu".parse::<BackendChoice>().unwrap_err();
         assert_eq!(e.to_string(), "unknown backend \"tpu\" (expected auto, cpu or gpu)");
+    }
+
+    #[test]
+    fn faults_wrap_every_worker_and_say_so() {
+        let plan: FaultPlan = "start_err=1".parse().unwrap();
+        let b = Backends::cpu("asked for").with_faults(&plan);
+        assert!(b.why.ends_with("; FAULTS INJECTED (KILN_FAULTS=start_err=1,finish_err=0,wrong=0,hang=0,seed=0)"), "{}", b.why);
+        assert_eq!(b.workers[0].name(), "cpu+faults");
+        assert_eq!(b.workers[0].device(), "cpu");
     }
 
     #[test]

@@ -46,4 +46,16 @@ pub enum ProveError {
     /// A backend-specific failure (e.g. a CUDA error) affecting this proof only.
     #[error("{backend} backend failed: {message}")]
     Backend { backend: &'static str, message: String },
+    /// The device is unusable until it is reset (a sticky error, such as
+    /// an Xid): this proof and every later one on it fail. A pipeline
+    /// takes such a backend out of service (quarantine).
+    #[error("{backend} backend is unusable: {message}")]
+    DeviceLost { backend: &'static str, message: String },
+}
+
+impl ProveError {
+    /// Whether the device that failed is gone for good ([`ProveError::DeviceLost`]).
+    pub fn is_sticky(&self) -> bool {
+        matches!(self, ProveError::DeviceLost { .. })
+    }
 }

@@ -11,6 +11,9 @@
 //! - [`Backends::open`]: which backends a process gets (every usable GPU,
 //!   else the CPU) and why — the one place kiln's daemon, benchmarks and
 //!   library users choose.
+//! - [`FaultyBackend`]: injects the faults of a sick GPU (errors, wrong
+//!   results, hangs, a sticky fault) into any backend, for tests and for
+//!   a daemon started with `KILN_FAULTS` set.
 //! - [`CircuitProver`]: prove your own bellperson circuit from parameters
 //!   you made with bellperson, GPU when present, else CPU (its module docs
 //!   have a complete example).
@@ -40,6 +43,7 @@ mod blst_ffi;
 pub mod circuit_prover;
 pub mod cpu;
 pub mod error;
+pub mod faults;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod msm;
@@ -52,6 +56,7 @@ pub use backends::{BackendChoice, BackendError, BackendOptions, Backends, Device
 pub use circuit_prover::CircuitProver;
 pub use cpu::CpuBackend;
 pub use error::{ParamsError, ProveError};
+pub use faults::{FaultCounts, FaultPlan, FaultyBackend, FAULTS_ENV};
 #[cfg(feature = "gpu")]
 pub use gpu::{GpuBackend, GpuContext};
 pub use params::{ParamsFile, ParamsShape, Section};

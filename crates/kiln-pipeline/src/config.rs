@@ -65,6 +65,24 @@ pub struct EngineConfig {
     /// or panic, a proof that did not verify); after that its job fails.
     /// Synthesis errors are never retried. Default 1.
     pub partition_retries: u32,
+    /// The prover watchdog's floor, in seconds: a finalizer waits at
+    /// least this long for a partition's prover work before it gives up
+    /// on that device (a hang: the device is quarantined and the partition
+    /// retried on another). The limit is `max(this, prover_watchdog_factor
+    /// x the median of the device's recent proofs of the same parameters)`,
+    /// and this x the factor before there is one. 0 turns the watchdog off
+    /// (a hung device then holds its partition, and shutdown, forever).
+    /// Default 60.
+    pub prover_watchdog_secs: f64,
+    /// How many times its usual time a partition may take on a prover
+    /// before the watchdog gives up on it (at least 1). Default 10.
+    pub prover_watchdog_factor: f64,
+    /// Prover faults in a row (errors, panics, proofs that did not verify)
+    /// after which a device is quarantined: its workers take no more work
+    /// and its partitions go to the other devices. A sticky fault (the
+    /// device is lost) or a hang quarantines it at once. 0: only those do.
+    /// Default 3.
+    pub quarantine_after_faults: u32,
     /// Threads that assemble and verify bulk proofs off the GPU workers
     /// (one more always takes only critical ones). Default 2.
     pub finalizer_threads: usize,
@@ -151,6 +169,9 @@ impl Default for EngineConfig {
             critical_prover_workers: 1,
             gpu_queue_depth: 1,
             partition_retries: 1,
+            prover_watchdog_secs: 60.0,
+            prover_watchdog_factor: 10.0,
+            quarantine_after_faults: 3,
             finalizer_threads: 2,
             memory_budget_bytes: None,
             memory_margin_bytes: 4 << 30,
@@ -192,6 +213,12 @@ impl EngineConfig {
         }
         if let Some(r) = self.backend_scratch_ratio.filter(|r| !(r.is_finite() && *r >= 0.0)) {
             return Err(format!("backend_scratch_ratio must be a non-negative number, not {r}"));
+        }
+        if !(self.prover_watchdog_secs.is_finite() && self.prover_watchdog_secs >= 0.0) {
+            return Err(format!("prover_watchdog_secs must be 0 (off) or a positive number of seconds, not {}", self.prover_watchdog_secs));
+        }
+        if !(self.prover_watchdog_factor.is_finite() && self.prover_watchdog_factor >= 1.0) {
+            return Err(format!("prover_watchdog_factor must be a number of at least 1, not {}", self.prover_watchdog_factor));
         }
         if self.memory_budget_bytes == Some(0) {
             return Err("memory_budget_bytes must be more than 0".into());

@@ -17,6 +17,7 @@ use crate::admission::check_fits;
 use crate::buffers::PartitionFootprint;
 use crate::config::EngineConfig;
 use crate::counters::StageCounters;
+use crate::health::Health;
 use crate::job::{JobOutcome, JobRequest, SrsSpec, SubmitError, Submitted};
 use crate::jobs::{Job, JOB_RECORD_BYTES};
 use crate::lanes::{Lane, Lanes};
@@ -68,6 +69,8 @@ pub(crate) struct Shared {
     /// The workers' backends, for device residency (status, eviction) and
     /// where a/b/c are computed (products.rs).
     pub(crate) backends: Vec<Arc<dyn ProverBackend>>,
+    /// Faults and quarantine per device; the watchdog's limits.
+    pub(crate) health: Health,
     pub(crate) synthesis_busy: AtomicUsize,
     /// No new jobs.
     accepting: AtomicBool,
@@ -138,6 +141,18 @@ impl Shared {
         drop((queued, synthesized, proving));
         // Workers blocked pushing this job's partitions re-check and give up.
         self.gpu_queue.wake_all();
+    }
+
+    /// Every prover device is quarantined (`why`): fails every job not
+    /// ended (new ones are refused: [`SubmitError::NoProver`]).
+    pub(crate) fn no_prover_left(&self, why: &str) {
+        tracing::error!(reason = why, "NO PROVER IS LEFT: failing every job and refusing new ones until kiln is restarted");
+        // `submit` checks the health under the registry lock: a job it
+        // queues after this snapshot is refused instead.
+        let jobs: Vec<Arc<Job>> = self.jobs.lock().jobs().filter(|j| !j.is_stopped()).cloned().collect();
+        for job in jobs {
+            self.end_job(&job, JobOutcome::Failed(why.to_string()));
+        }
     }
 
     pub(crate) fn is_stopping(&self) -> bool {
@@ -233,6 +248,7 @@ impl Engine {
                 })
             })
         };
+        let health = Health::new(&workers.iter().map(|(b, takes)| (b.device(), *takes)).collect::<Vec<_>>(), &config);
         let shared = Arc::new(Shared {
             srs: SrsManager::new(budget.clone(), pool.clone(), on_reopen),
             circuits: crate::circuits::circuit_cache(&config, &budget),
@@ -251,6 +267,8 @@ impl Engine {
                     Mutex::new(GpuWorkerStatus {
                         index,
                         backend: b.name(),
+                        device: b.device(),
+                        quarantined: false,
                         current_job_id: None,
                         current_kind_label: None,
                         partitions_started: 0,
@@ -259,6 +277,7 @@ impl Engine {
                 })
                 .collect(),
             backends: backends.clone(),
+            health,
             synthesis_busy: AtomicUsize::new(0),
             accepting: AtomicBool::new(true),
             stopping: AtomicBool::new(false),
@@ -370,6 +389,10 @@ impl Engine {
             let job = job.clone();
             drop(reg);
             return Ok(self.describe_existing(&job)); // submitted meanwhile by another caller
+        }
+        // Under the registry lock: see `Shared::no_prover_left`.
+        if let Some(why) = shared.health.no_prover_left() {
+            return Err(SubmitError::NoProver(why));
         }
         let seq = reg.next_seq();
         let id: Arc<str> = if req.request_id.is_empty() { format!("job-{seq}").into() } else { req.request_id.as_str().into() };
@@ -512,7 +535,15 @@ impl Engine {
         }
         let t = &shared.totals;
         let budget = shared.budget.snapshot();
-        let gpu_workers: Vec<GpuWorkerStatus> = shared.gpu_workers.iter().map(|w| w.lock().clone()).collect();
+        let gpu_workers: Vec<GpuWorkerStatus> = shared
+            .gpu_workers
+            .iter()
+            .map(|w| {
+                let mut w = w.lock().clone();
+                w.quarantined = shared.health.is_quarantined(w.index);
+                w
+            })
+            .collect();
         let lanes = shared.lanes.status(&shared.config, &budget, gpu_workers.iter().filter(|w| w.critical_only).count());
         EngineStatus {
             uptime_secs: shared.started.elapsed().as_secs(),
@@ -530,6 +561,7 @@ impl Engine {
                 finalizer_threads: shared.config.finalizer_threads,
             },
             srs: with_device_residency(shared.srs.statuses(), &shared.backends),
+            provers: shared.health.status(),
             circuits: shared.circuits.stats(),
             requests: RequestStatus { memory: shared.requests.budget.snapshot(), max_queued_jobs: shared.requests.max_queued_jobs },
             jobs: JobTotals {
@@ -550,6 +582,14 @@ impl Engine {
     /// [`status`](Self::status) in the Prometheus text format, for `/metrics`.
     pub fn metrics_text(&self) -> String {
         prometheus_text(&self.status())
+    }
+
+    /// Why no prover is left, once every prover device is quarantined
+    /// (after a sticky fault, a hang or repeated faults on each): the
+    /// engine has failed its jobs and refuses new ones. A daemon should
+    /// exit (non-zero) so that its supervisor restarts it.
+    pub fn no_prover_left(&self) -> Option<String> {
+        self.shared().health.no_prover_left()
     }
 
     /// True once [`shutdown`](Self::shutdown) has begun: no new jobs, and

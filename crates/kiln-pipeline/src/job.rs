@@ -256,6 +256,10 @@ pub enum SubmitError {
     /// The engine is shutting down.
     #[error("the engine is shutting down and accepts no new jobs")]
     ShuttingDown,
+    /// Every prover device is quarantined: nothing can prove the job
+    /// until kiln is restarted. The message says why.
+    #[error("job refused: {0}")]
+    NoProver(String),
 }
 
 /// Where a job's time went.

@@ -36,7 +36,11 @@
 //! `critical_*` and `bulk_*` settings).
 //!
 //! Every buffer is counted by [`Stage`] (see [`EngineStatus::buffers`]);
-//! a failure or panic in one partition fails its job only.
+//! a failure or panic in one partition fails its job only. A prover fault
+//! (an error, a proof that does not verify, a wait past the watchdog) is
+//! retried from synthesis; a device with a sticky fault, a hang or
+//! repeated faults is quarantined and its work moves to the others
+//! ([`EngineStatus::provers`]; `health.rs`).
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -66,6 +70,7 @@ mod circuits;
 mod config;
 mod counters;
 mod engine;
+mod health;
 mod job;
 mod jobs;
 mod lanes;
@@ -78,12 +83,14 @@ mod srs;
 mod status;
 pub mod synthetic;
 mod wait;
+mod watchdog;
 mod workers;
 
 pub use buffers::PartitionFootprint;
 pub use config::EngineConfig;
 pub use counters::{BufferCounters, Stage, StageCount};
 pub use engine::{Engine, EngineError};
+pub use health::{DeviceHealth, ProverHealth};
 pub use job::{
     shape_from_params, JobOutcome, JobRequest, JobSource, JobTimings, Priority, SrsGenerator, SrsOpener, SrsSpec, SubmitError, Submitted,
 };

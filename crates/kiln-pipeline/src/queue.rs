@@ -109,9 +109,22 @@ impl<T> WorkQueue<T> {
     /// Takes the most urgent entry among those whose priority `wanted`
     /// accepts (waiting until there is one). `None` once the queue is closed.
     pub(crate) fn pop_if(&self, wanted: impl Fn(Priority) -> bool, on_take: impl FnOnce(&mut T)) -> Option<T> {
+        self.pop_unless(wanted, || false, on_take)
+    }
+
+    /// [`pop_if`](Self::pop_if) that also gives up (`None`) once
+    /// `give_up()` is true: checked under the queue's lock before each
+    /// wait, so [`wake_takers`](Self::wake_takers) after it turns true
+    /// is never missed. `wanted` may change over time the same way.
+    pub(crate) fn pop_unless(
+        &self,
+        wanted: impl Fn(Priority) -> bool,
+        give_up: impl Fn() -> bool,
+        on_take: impl FnOnce(&mut T),
+    ) -> Option<T> {
         let mut s = self.state.lock();
         loop {
-            if s.closed {
+            if s.closed || give_up() {
                 return None;
             }
             let level = Priority::ALL.iter().rev().filter(|&&p| wanted(p)).map(|&p| State::<T>::level(p)).find(|&l| !s.levels[l].is_empty());
@@ -152,6 +165,13 @@ impl<T> WorkQueue<T> {
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.state.lock().len()
+    }
+
+    /// Wakes blocked takers so they re-check what they want and whether
+    /// they give up.
+    pub(crate) fn wake_takers(&self) {
+        let _s = self.state.lock();
+        self.not_empty.notify_all();
     }
 
     /// Wakes blocked pushers so they re-check their abort condition.

@@ -7,6 +7,7 @@ use kiln_synth::CircuitCacheStats;
 use serde::Serialize;
 
 use crate::counters::BufferCounters;
+use crate::health::ProverHealth;
 use crate::srs::SrsStatus;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeCounterValue, NoLabelSet};
@@ -28,6 +29,8 @@ pub struct EngineStatus {
     pub workers: WorkerStatus,
     /// Parameter sets the engine knows of.
     pub srs: Vec<SrsStatus>,
+    /// Prover devices: faults, quarantine, whether any prover is left.
+    pub provers: ProverHealth,
     /// Compiled circuits and how partitions were synthesized.
     pub circuits: CircuitCacheStats,
     pub jobs: JobTotals,
@@ -108,6 +111,10 @@ pub struct GpuWorkerStatus {
     pub index: usize,
     /// The backend's name ("cpu", "gpu:0").
     pub backend: String,
+    /// The device it runs on ("cpu", "gpu0"): faults and quarantine are per device.
+    pub device: String,
+    /// Its device is quarantined: the worker has stopped.
+    pub quarantined: bool,
     /// The job whose partition it is proving now.
     pub current_job_id: Option<String>,
     pub current_kind_label: Option<String>,
@@ -195,6 +202,16 @@ impl EngineStatus {
             w.gpu_workers.iter().map(|g| (gpu(g), g.current_job_id.is_some() as u64)).collect())?;
         f.counter("kiln_gpu_worker_partitions_started", "Partitions started per GPU worker.",
             w.gpu_workers.iter().map(|g| (gpu(g), g.partitions_started)).collect())?;
+        let pr = &status.provers;
+        let device = |d: &crate::health::DeviceHealth| vec![("device", d.device.clone())];
+        f.gauge("kiln_backend_quarantined", "1 for a prover device taken out of service (a sticky fault, a hang or repeated faults).",
+            pr.devices.iter().map(|d| (device(d), d.quarantined.is_some() as u64)).collect())?;
+        f.counter("kiln_backend_faults", "Prover faults per device: errors, panics, proofs that did not verify, watchdog expiries.",
+            pr.devices.iter().map(|d| (device(d), d.faults)).collect())?;
+        f.counter("kiln_prover_watchdog_expiries", "Partitions whose prover gave no answer within the watchdog's limit, per device.",
+            pr.devices.iter().map(|d| (device(d), d.watchdog_expiries)).collect())?;
+        f.gauge("kiln_provers_usable", "Prover devices not quarantined; 0 means no prover is left (jobs fail, the daemon exits).",
+            one(pr.usable_devices as u64))?;
         f.gauge("kiln_srs_bytes", "Size of each known parameter set, by tier.",
             status.srs.iter().map(|s| (vec![("id", s.id.clone()), ("tier", s.tier.name().to_string())], s.size_bytes)).collect())?;
         let per_device = |devices: fn(&SrsStatus) -> &Vec<String>| {

@@ -15,9 +15,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use kiln_groth16::{finish, prove_start, ParamsError, PendingProof, ProveError, ProverBackend, Randomness};
+use kiln_groth16::{prove_start, ParamsError, PendingProof, ProveError, ProverBackend, Randomness};
 use kiln_memory::MemoryReservation;
 use kiln_synth::{Assignment, Recording, SynthContext, SynthError};
 
@@ -26,10 +26,12 @@ use crate::buffers::{assignment_buffers, PartitionFootprint};
 use crate::counters::{Stage, StageGuard};
 use crate::admission::check_fits;
 use crate::engine::Shared;
+use crate::health::FaultKind;
 use crate::job::{JobOutcome, Priority};
 use crate::jobs::{Job, Progress};
 use crate::lanes::Lane;
 use crate::srs::SrsLease;
+use crate::watchdog::{finish_watched, Waited};
 
 /// A partition waiting for a synthesis worker.
 pub(crate) struct PartitionTask {
@@ -88,6 +90,9 @@ pub(crate) struct Proving {
     index: usize,
     pending: PendingProof,
     held: Held,
+    /// The prover worker that started it, and how long its start took.
+    worker: usize,
+    start_took: Duration,
 }
 
 /// Starts the engine's threads: synthesis workers (the critical lane's
@@ -152,22 +157,55 @@ impl Takes {
 /// a backend failure, or a proof that did not verify.
 fn is_prover_fault(e: &ProveError) -> bool {
     // A parameter file changed under the proof: the retry opens it again.
-    matches!(e, ProveError::Backend { .. } | ProveError::NotVerified(_) | ProveError::Params(ParamsError::Changed { .. }))
+    device_fault(e).is_some() || matches!(e, ProveError::Params(ParamsError::Changed { .. }))
+}
+
+/// How an error counts against the device it came from (`None`: it is
+/// not the device's: the job's, or a parameter file's).
+fn device_fault(e: &ProveError) -> Option<FaultKind> {
+    match e {
+        ProveError::DeviceLost { .. } => Some(FaultKind::Sticky),
+        // A proof that does not verify from a satisfied witness (checked
+        // before the prover starts) was miscomputed.
+        ProveError::Backend { .. } | ProveError::NotVerified(_) => Some(FaultKind::Error),
+        _ => None,
+    }
+}
+
+/// Counts a prover fault on `worker`'s device, quarantining the device
+/// (and, when it was the last, failing every job) if the fault calls for
+/// it. Returns whether the partition's retry is charged to it: not when
+/// its device is quarantined (the fault is the device's, and the retry
+/// runs on another).
+fn prover_fault(shared: &Shared, worker: usize, kind: FaultKind, message: &str) -> bool {
+    let verdict = shared.health.fault(worker, kind, message);
+    if let Some(why) = &verdict.quarantined_now {
+        let device = shared.health.device_of(worker);
+        tracing::error!(%device, reason = %why, "PROVER DEVICE QUARANTINED: its workers take no more work; its partitions are retried on the other devices");
+        // Its workers give up waiting for work; the others re-check what they take.
+        shared.gpu_queue.wake_takers();
+    }
+    if let Some(why) = verdict.no_prover_now {
+        shared.no_prover_left(&why);
+    }
+    !verdict.quarantined
 }
 
 /// After the prover failed on a partition: queue it again from synthesis
 /// (its buffers are gone) if it may be retried, else fail the job. The
-/// partition's memory is freed first either way.
+/// partition's memory is freed first either way. An uncharged retry (its
+/// device was quarantined) does not count against `partition_retries`.
 /// A retry of a partition whose a/b/c were left to the prover takes the
 /// reference path.
-fn retry_or_fail(shared: &Shared, job: &Arc<Job>, index: usize, held: Held, retryable: bool, message: String) {
+fn retry_or_fail(shared: &Shared, job: &Arc<Job>, index: usize, held: Held, retryable: bool, charged: bool, message: String) {
     let (retries, reference) = (held.retries, held.reference || held.products_on_prover);
     drop(held);
-    if !retryable || retries >= shared.config.partition_retries || job.is_stopped() {
+    if !retryable || (charged && retries >= shared.config.partition_retries) || job.is_stopped() {
         return fail(shared, job, message);
     }
-    tracing::warn!(job = %job.id, partition = index, attempt = retries + 1, error = %message, "prover failed; retrying the partition");
-    requeue(shared, job, PartitionTask { job: job.clone(), index, retries: retries + 1, reference }, message);
+    let retries = if charged { retries + 1 } else { retries };
+    tracing::warn!(job = %job.id, partition = index, retries, charged, error = %message, "prover failed; retrying the partition");
+    requeue(shared, job, PartitionTask { job: job.clone(), index, retries, reference }, message);
 }
 
 /// A partition whose a/b/c were left to the prover was rejected (a row
@@ -301,8 +339,15 @@ fn synthesize_partition(shared: &Arc<Shared>, task: PartitionTask) {
 /// Starts synthesized partitions on `backend`, most urgent first among
 /// those it `takes`; the CPU side of the start (the satisfaction check, a
 /// CPU backend's whole prover) runs in the partition's lane.
+///
+/// Once its device is quarantined the worker stops (waiting for work or
+/// after the partition at hand). When no live worker takes one lane's
+/// partitions (the device that had the critical workers is gone), the
+/// others take them too.
 pub(crate) fn gpu_worker(shared: Arc<Shared>, worker: usize, backend: Arc<dyn ProverBackend>, takes: Takes) {
-    while let Some(item) = shared.gpu_queue.pop_if(|p| takes.wants(p), |it| {
+    let quarantined = || shared.health.is_quarantined(worker);
+    let wants = |p: Priority| !quarantined() && (takes.wants(p) || !shared.health.lane_served(Lane::of(p)));
+    while let Some(item) = shared.gpu_queue.pop_unless(wants, quarantined, |it| {
         let bytes = it.held.guard.bytes();
         it.held.guard.advance(Stage::OnGpu, bytes);
     }) {
@@ -345,14 +390,16 @@ pub(crate) fn gpu_worker(shared: Arc<Shared>, worker: usize, backend: Arc<dyn Pr
                 continue;
             }
             Ok(Err(e)) => {
-                let retryable = is_prover_fault(&e);
-                retry_or_fail(&shared, &job, index, held, retryable, format!("partition {index}: {e}"));
+                let message = format!("partition {index}: {e}");
+                let charged = device_fault(&e).is_none_or(|kind| prover_fault(&shared, worker, kind, &message));
+                retry_or_fail(&shared, &job, index, held, is_prover_fault(&e), charged, message);
                 continue;
             }
             Err(p) => {
                 let name = backend.name();
                 let message = format!("partition {index}: the {name} backend panicked: {}", panic_message(&*p));
-                retry_or_fail(&shared, &job, index, held, true, message);
+                let charged = prover_fault(&shared, worker, FaultKind::Error, &message);
+                retry_or_fail(&shared, &job, index, held, true, charged, message);
                 continue;
             }
         };
@@ -362,9 +409,12 @@ pub(crate) fn gpu_worker(shared: Arc<Shared>, worker: usize, backend: Arc<dyn Pr
         held.work.shrink(held.footprint.scratch_bytes.min(held.work.bytes()));
         let remaining = held.work.bytes();
         held.guard.advance(Stage::Finalizing, remaining);
-        let proving = Proving { job: job.clone(), index, pending, held };
+        let proving = Proving { job: job.clone(), index, pending, held, worker, start_took: took };
         let queued = shared.final_queue.push(job.priority, (job.seq, index), proving, || false, |_| {});
         drop(queued);
+    }
+    if quarantined() {
+        tracing::warn!(worker, backend = %backend.name(), "prover worker stopped: its device is quarantined");
     }
 }
 
@@ -377,28 +427,52 @@ pub(crate) fn finalizer(shared: Arc<Shared>, takes: Takes, nice: i32) {
         }
     }
     while let Some(item) = shared.final_queue.pop_if(|p| takes.wants(p), |_| {}) {
-        let Proving { job, index, pending, mut held } = item;
+        let Proving { job, index, pending, mut held, worker, start_took } = item;
         if job.is_stopped() {
             continue;
         }
         let span = held.span.clone();
         let _entered = span.enter();
         let t = Instant::now();
-        let result = catch_unwind(AssertUnwindSafe(|| finish(pending)));
-        job.add_gpu_compute(t.elapsed());
+        let limit = shared.health.watchdog_limit(worker, &job.srs.id);
+        let waited =
+            finish_watched(pending, limit, || job.is_stopped() || shared.is_stopping(), || shared.health.is_quarantined(worker));
+        let took = t.elapsed();
+        job.add_gpu_compute(took);
+        let result = match waited {
+            Waited::Done(result) => *result,
+            // Nobody needs the answer; the waiting thread drops it.
+            Waited::Abandoned => continue,
+            Waited::Expired(limit) => {
+                let device = shared.health.device_of(worker);
+                let message = format!("partition {index}: the prover on {device} gave no answer within {:.1} s (prover watchdog)", limit.as_secs_f64());
+                let charged = prover_fault(&shared, worker, FaultKind::Hang, &message);
+                retry_or_fail(&shared, &job, index, held, true, charged, message);
+                continue;
+            }
+            Waited::DeviceQuarantined => {
+                let device = shared.health.device_of(worker);
+                let message = format!("partition {index}: its prover device {device} was quarantined while it ran");
+                retry_or_fail(&shared, &job, index, held, true, false, message);
+                continue;
+            }
+        };
         let proved = match result {
             Ok(Ok(p)) => p,
             Ok(Err(e)) => {
-                let retryable = is_prover_fault(&e);
-                retry_or_fail(&shared, &job, index, held, retryable, format!("partition {index}: {e}"));
+                let message = format!("partition {index}: {e}");
+                let charged = device_fault(&e).is_none_or(|kind| prover_fault(&shared, worker, kind, &message));
+                retry_or_fail(&shared, &job, index, held, is_prover_fault(&e), charged, message);
                 continue;
             }
             Err(p) => {
                 let message = format!("partition {index}: proof assembly panicked: {}", panic_message(&*p));
-                retry_or_fail(&shared, &job, index, held, true, message);
+                let charged = prover_fault(&shared, worker, FaultKind::Error, &message);
+                retry_or_fail(&shared, &job, index, held, true, charged, message);
                 continue;
             }
         };
+        shared.health.succeeded(worker, &job.srs.id, start_took + took);
         let phases: Vec<String> = proved.timings.phases.iter().map(|(n, d)| format!("{n}={}ms", d.as_millis())).collect();
         tracing::info!(phases = %phases.join(" "), "partition proved and verified");
         shared.totals.partitions_proved.fetch_add(1, Ordering::Relaxed);

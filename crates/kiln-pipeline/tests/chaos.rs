@@ -1,6 +1,8 @@
-//! Random mixes of jobs, faults, cancellations, budgets and thread counts:
-//! whatever happens, every job ends the way its faults say, memory stays in
-//! the budget, and the engine returns to idle.
+//! Random mixes of jobs, faults, cancellations, budgets and thread counts,
+//! and of prover faults on one to three devices (errors, wrong results,
+//! hangs, sticky faults): whatever happens, every job ends the way its
+//! faults say, every answer verifies, memory stays in the budget, and the
+//! engine returns to idle.
 
 mod common;
 
@@ -8,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
+use kiln_groth16::{FaultPlan, FaultyBackend, ProverBackend};
 use kiln_pipeline::{Engine, EngineConfig, JobOutcome, JobRequest, JobSource, PartitionFootprint, Priority};
 use proptest::prelude::*;
 
@@ -91,6 +94,88 @@ proptest! {
         prop_assert_eq!(s.jobs.in_flight, 0);
         prop_assert_eq!(s.jobs.completed + s.jobs.failed + s.jobs.cancelled, plans.len() as u64);
     }
+}
+
+/// Faults of one device: each kind off or on, a sticky fault or none.
+fn fault_plan() -> impl Strategy<Value = FaultPlan> {
+    (0u8..16, proptest::option::weighted(0.3, 0u64..8), any::<u64>()).prop_map(|(bits, sticky_after, seed)| {
+        let on = |bit: u8, p: f64| if bits & (1 << bit) != 0 { p } else { 0.0 };
+        FaultPlan { start_err: on(0, 0.2), finish_err: on(1, 0.1), wrong: on(2, 0.2), hang: on(3, 0.1), sticky_after, seed }
+    })
+}
+
+proptest! {
+    // `KILN_CHAOS_CASES=N` runs it longer.
+    #![proptest_config(ProptestConfig { cases: chaos_cases(8), failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn any_mix_of_prover_faults_ends_cleanly(
+        plans in proptest::collection::vec(fault_plan(), 1..4),
+        jobs in proptest::collection::vec((0usize..4, 1usize..4), 1..6),
+        retries in 0u32..3,
+        quarantine_after in 0u32..4,
+    ) {
+        ensure_params(10);
+        let devices: Vec<Arc<FaultyBackend>> = plans
+            .iter()
+            .enumerate()
+            .map(|(i, plan)| {
+                let inner = OnDevice::named(&format!("dev{i}"), SlowBackend::new(Duration::from_millis(2)));
+                Arc::new(FaultyBackend::new(inner, plan.clone()))
+            })
+            .collect();
+        let cfg = EngineConfig {
+            partition_retries: retries,
+            quarantine_after_faults: quarantine_after,
+            prover_watchdog_secs: 0.3,
+            prover_watchdog_factor: 1.0,
+            ..config(256 << 20)
+        };
+        let engine = Engine::start(cfg, devices.iter().map(|d| d.clone() as Arc<dyn ProverBackend>).collect()).unwrap();
+        let submitted: Vec<_> = jobs
+            .iter()
+            .enumerate()
+            .map(|(k, &(p, partitions))| {
+                let job = synthetic(10, partitions, 1000 * k as u64 + 7);
+                let id = format!("faults-{k}");
+                engine.submit(JobRequest::new(id.clone(), Priority::ALL[p], job.clone())).unwrap();
+                (id, job)
+            })
+            .collect();
+        for (id, job) in &submitted {
+            match engine.wait_blocking(id, Some(Duration::from_secs(60))) {
+                JobOutcome::Completed { proof, .. } => assert_valid_proofs(job, &proof),
+                JobOutcome::Failed(m) => prop_assert!(
+                    ["injected", "failed verification", "prover watchdog", "quarantined", "no prover is left"].iter().any(|w| m.contains(w)),
+                    "{id} failed for another reason: {m}"
+                ),
+                other => prop_assert!(false, "{id} ended as {other:?}; {:#?}", engine.status().provers),
+            }
+        }
+        let s = engine.status();
+        // A device without faults is never quarantined; no prover is left
+        // exactly when every device is quarantined.
+        for (d, plan) in s.provers.devices.iter().zip(&plans) {
+            prop_assert!(!(plan.is_empty() && d.quarantined.is_some()), "{d:?}");
+        }
+        prop_assert_eq!(s.provers.no_prover_left.is_some(), s.provers.usable_devices == 0);
+        prop_assert_eq!(engine.no_prover_left(), s.provers.no_prover_left.clone());
+        prop_assert_eq!(s.jobs.completed + s.jobs.failed, jobs.len() as u64);
+        assert_idle(&engine);
+        let injected: Vec<_> = devices.iter().map(|d| d.counts()).collect();
+        let quarantined = s.provers.devices.iter().filter(|d| d.quarantined.is_some()).count();
+        eprintln!(
+            "chaos-faults: devices={} jobs={} completed={} failed={} quarantined={quarantined} no_prover={} injected={injected:?}",
+            plans.len(), jobs.len(), s.jobs.completed, s.jobs.failed, s.provers.no_prover_left.is_some()
+        );
+        for d in &devices {
+            d.release_hangs();
+        }
+    }
+}
+
+fn chaos_cases(default: u32) -> u32 {
+    std::env::var("KILN_CHAOS_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 /// The shrunk case of a CI failure: a critical job whose first partition

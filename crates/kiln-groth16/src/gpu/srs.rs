@@ -20,8 +20,37 @@ use crate::error::ProveError;
 use crate::params::{ParamsFile, ParamsShape, Section};
 use super::products::ResidentMatrices;
 
+/// A CUDA error as a proof's error: [`ProveError::DeviceLost`] for the
+/// sticky ones (the context is unusable until the process restarts, so a
+/// pipeline quarantines the device), [`ProveError::Backend`] for the rest.
 pub(super) fn gpu_err(e: GpuError) -> ProveError {
-    ProveError::Backend { backend: "gpu", message: e.to_string() }
+    let sticky = matches!(&e, GpuError::Cuda(d) if is_sticky_cuda(&format!("{:?}", d.0)));
+    let message = e.to_string();
+    if sticky {
+        ProveError::DeviceLost { backend: "gpu", message }
+    } else {
+        ProveError::Backend { backend: "gpu", message }
+    }
+}
+
+/// CUDA driver results (by name) after which the CUDA documentation says
+/// the context "cannot be used" and the process must restart: a kernel's
+/// memory or instruction fault, a launch failure or timeout, an
+/// uncorrectable ECC error.
+fn is_sticky_cuda(name: &str) -> bool {
+    const STICKY: &[&str] = &[
+        "CUDA_ERROR_ILLEGAL_ADDRESS",
+        "CUDA_ERROR_LAUNCH_FAILED",
+        "CUDA_ERROR_LAUNCH_TIMEOUT",
+        "CUDA_ERROR_HARDWARE_STACK_ERROR",
+        "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+        "CUDA_ERROR_MISALIGNED_ADDRESS",
+        "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+        "CUDA_ERROR_INVALID_PC",
+        "CUDA_ERROR_ECC_UNCORRECTABLE",
+        "CUDA_ERROR_ASSERT",
+    ];
+    STICKY.contains(&name)
 }
 
 pub use crate::backends::DEFAULT_STREAM_CHUNK_BYTES;
@@ -317,5 +346,18 @@ fn validate(params: &ParamsFile, section: Section, range: Range<usize>) -> Resul
         in_blocks(range, |block, g2| Ok(params.g2_points(block, g2)?))
     } else {
         in_blocks(range, |block, g1| Ok(params.g1_points(section, block, g1)?))
+    }
+}
+
+#[cfg(test)]
+mod sticky_tests {
+    use super::*;
+
+    /// By name: `gpu_err` matches the `Debug` name of cudarc's `CUresult`.
+    #[test]
+    fn sticky_cuda_errors_lose_the_device() {
+        assert!(is_sticky_cuda("CUDA_ERROR_ILLEGAL_ADDRESS") && is_sticky_cuda("CUDA_ERROR_ECC_UNCORRECTABLE"));
+        assert!(!is_sticky_cuda("CUDA_ERROR_OUT_OF_MEMORY") && !is_sticky_cuda("CUDA_ERROR_INVALID_VALUE"));
+        assert!(!gpu_err(GpuError::InvalidArgument("x".into())).is_sticky());
     }
 }

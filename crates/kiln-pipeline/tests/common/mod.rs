@@ -228,3 +228,31 @@ impl JobSource for WithNative {
         ctx.synthesize_native(native, |ctx, b| self.inner.synthesize(i, b, ctx), buffers)
     }
 }
+
+/// `inner` presented as running on device `name` (its urgent worker too),
+/// so that several test backends are several devices to the engine.
+pub struct OnDevice(pub String, pub Arc<dyn ProverBackend>);
+
+impl OnDevice {
+    pub fn named(name: &str, inner: Arc<dyn ProverBackend>) -> Arc<dyn ProverBackend> {
+        Arc::new(OnDevice(name.to_string(), inner))
+    }
+}
+
+impl ProverBackend for OnDevice {
+    fn name(&self) -> String {
+        format!("{}@{}", self.1.name(), self.0)
+    }
+    fn device(&self) -> String {
+        self.0.clone()
+    }
+    fn start(&self, params: &Arc<ParamsFile>, asg: Assignment) -> Result<Box<dyn PendingMsms>, ProveError> {
+        self.1.start(params, asg)
+    }
+    fn host_scratch_ratio(&self) -> f64 {
+        self.1.host_scratch_ratio()
+    }
+    fn urgent_worker(&self) -> Result<Option<Arc<dyn ProverBackend>>, ProveError> {
+        Ok(self.1.urgent_worker()?.map(|w| OnDevice::named(&self.0, w)))
+    }
+}
