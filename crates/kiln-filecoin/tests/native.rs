@@ -90,3 +90,20 @@ fn snap_proved_from_the_native_witness_passes_verification() {
     let p = payload(PayloadKind::SnapDealsUpdate);
     prove_natively_and_verify(&*job(&p).unwrap(), &p);
 }
+
+/// A 32 GiB PoRep partition cut to one challenge (~7.2 M constraints: the
+/// production tree shapes, 11 layers, 30-level paths to tree_c, tree_r's
+/// 8-8 sub-trees): the native witness is the gadget witness bit for bit.
+/// Inputs from a sparse 32 GiB CC sector (seconds).
+#[test]
+fn porep_32gib_native_witness_is_the_gadget_witness() {
+    use rand::SeedableRng;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(32);
+    let all = kiln_filecoin::sparse::generate(32 << 30, &mut rng).unwrap();
+    let full = all.into_iter().find(|p| p.proof_kind == PayloadKind::PorepSealCommit).unwrap();
+    let cut = kiln_filecoin::porep::cut_to_challenges(&full, 1).unwrap();
+    let j = job(&cut).unwrap();
+    let (want, got) = gadget_and_native(&*j, "porep-32g-1");
+    assert_same("PoRep 32 GiB, one challenge", &want, &got);
+    assert!(want.shape().num_constraints > 7_000_000, "{:?}", want.shape());
+}

@@ -90,6 +90,11 @@ struct Args {
     /// at production sizes).
     #[arg(long)]
     no_one_core: bool,
+    /// With `--synth-only`: cut each PoRep partition to its first N
+    /// challenges (production-size challenges on a machine without the
+    /// memory for a whole partition; see kiln_filecoin::porep::cut_to_challenges).
+    #[arg(long)]
+    challenges: Option<usize>,
     /// Write table.md, results.json and proofs.jsonl here.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -153,6 +158,15 @@ fn synth_only_run(payloads: &[Payload], timed: usize, args: &Args) -> Result<()>
     println!("kiln synthesis only, host {cores} cores, rayon threads {}", rayon::current_num_threads());
     let mut all = Vec::new();
     for p in payloads {
+        let cut;
+        let p = match args.challenges {
+            Some(n) if p.proof_kind == kiln_filecoin::payload::PayloadKind::PorepSealCommit => {
+                cut = kiln_filecoin::porep::cut_to_challenges(p, n).map_err(|e| anyhow!("--challenges: {e}"))?;
+                println!("PoRep partitions cut to their first {n} challenge(s)");
+                &cut
+            }
+            _ => p,
+        };
         let job = kiln_bench::job_for(p).map_err(|e| anyhow!("{:?} payload: {e}", p.proof_kind))?;
         let opts = synth_only::Options { timed, at_once: args.synth_at_once, one_core: !args.no_one_core };
         let t = synth_only::run(&job, &opts)?;
@@ -191,6 +205,9 @@ fn main() -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     let size = kiln_filecoin::registered::sector_size_name(payloads.first().map(|p| p.sector_size).context("no kinds")?);
     progress(&format!("{} kinds at {size} from {}; parameters in {}", payloads.len(), args.inputs.display(), cache.display()));
+    if args.challenges.is_some() && args.synth_only.is_none() {
+        return Err(anyhow!("--challenges cuts the circuits to another shape than the parameters': it needs --synth-only"));
+    }
     if let Some(timed) = args.synth_only {
         return synth_only_run(&payloads, timed, &args);
     }
