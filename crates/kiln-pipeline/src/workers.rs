@@ -191,6 +191,21 @@ fn prover_fault(shared: &Shared, worker: usize, kind: FaultKind, message: &str) 
     !verdict.quarantined
 }
 
+/// The prover returned `e` for a partition `worker` took: counted against
+/// its device when it is the device's fault, then retried or failed.
+fn prover_error(shared: &Shared, job: &Arc<Job>, index: usize, held: Held, worker: usize, e: &ProveError) {
+    let message = format!("partition {index}: {e}");
+    let charged = device_fault(e).is_none_or(|kind| prover_fault(shared, worker, kind, &message));
+    retry_or_fail(shared, job, index, held, is_prover_fault(e), charged, message);
+}
+
+/// `worker`'s device failed on a partition in a way that is always its
+/// own (a panic, a hang): counted as `kind`, and the partition retried.
+fn retry_device_fault(shared: &Shared, job: &Arc<Job>, index: usize, held: Held, worker: usize, kind: FaultKind, message: String) {
+    let charged = prover_fault(shared, worker, kind, &message);
+    retry_or_fail(shared, job, index, held, true, charged, message);
+}
+
 /// After the prover failed on a partition: queue it again from synthesis
 /// (its buffers are gone) if it may be retried, else fail the job. The
 /// partition's memory is freed first either way. An uncharged retry (its
@@ -390,16 +405,13 @@ pub(crate) fn gpu_worker(shared: Arc<Shared>, worker: usize, backend: Arc<dyn Pr
                 continue;
             }
             Ok(Err(e)) => {
-                let message = format!("partition {index}: {e}");
-                let charged = device_fault(&e).is_none_or(|kind| prover_fault(&shared, worker, kind, &message));
-                retry_or_fail(&shared, &job, index, held, is_prover_fault(&e), charged, message);
+                prover_error(&shared, &job, index, held, worker, &e);
                 continue;
             }
             Err(p) => {
                 let name = backend.name();
                 let message = format!("partition {index}: the {name} backend panicked: {}", panic_message(&*p));
-                let charged = prover_fault(&shared, worker, FaultKind::Error, &message);
-                retry_or_fail(&shared, &job, index, held, true, charged, message);
+                retry_device_fault(&shared, &job, index, held, worker, FaultKind::Error, message);
                 continue;
             }
         };
@@ -446,8 +458,7 @@ pub(crate) fn finalizer(shared: Arc<Shared>, takes: Takes, nice: i32) {
             Waited::Expired(limit) => {
                 let device = shared.health.device_of(worker);
                 let message = format!("partition {index}: the prover on {device} gave no answer within {:.1} s (prover watchdog)", limit.as_secs_f64());
-                let charged = prover_fault(&shared, worker, FaultKind::Hang, &message);
-                retry_or_fail(&shared, &job, index, held, true, charged, message);
+                retry_device_fault(&shared, &job, index, held, worker, FaultKind::Hang, message);
                 continue;
             }
             Waited::DeviceQuarantined => {
@@ -460,15 +471,12 @@ pub(crate) fn finalizer(shared: Arc<Shared>, takes: Takes, nice: i32) {
         let proved = match result {
             Ok(Ok(p)) => p,
             Ok(Err(e)) => {
-                let message = format!("partition {index}: {e}");
-                let charged = device_fault(&e).is_none_or(|kind| prover_fault(&shared, worker, kind, &message));
-                retry_or_fail(&shared, &job, index, held, is_prover_fault(&e), charged, message);
+                prover_error(&shared, &job, index, held, worker, &e);
                 continue;
             }
             Err(p) => {
                 let message = format!("partition {index}: proof assembly panicked: {}", panic_message(&*p));
-                let charged = prover_fault(&shared, worker, FaultKind::Error, &message);
-                retry_or_fail(&shared, &job, index, held, true, charged, message);
+                retry_device_fault(&shared, &job, index, held, worker, FaultKind::Error, message);
                 continue;
             }
         };
