@@ -109,23 +109,25 @@ pub fn job(envelope: &[u8], req: &PorepRequest) -> Result<Arc<dyn JobSource>, St
 /// proofs never verify against the published parameters: use it for
 /// synthesis only.
 pub fn cut_to_challenges(payload: &crate::payload::Payload, challenges: usize) -> Result<crate::payload::Payload, String> {
-    use serde_json::Value;
+    use filecoin_proofs_api::seal::VanillaSealProof as C1Proofs;
     if challenges == 0 {
         return Err("a partition needs at least one challenge".into());
     }
-    let mut env: Value = serde_json::from_slice(&payload.vanilla_proof).map_err(|e| format!("the C1 envelope: {e}"))?;
-    let phase1 = env.get("Phase1Out").and_then(Value::as_str).ok_or("the C1 envelope has no Phase1Out")?;
-    let raw = base64::engine::general_purpose::STANDARD.decode(phase1).map_err(|e| format!("Phase1Out is not base64: {e}"))?;
-    let mut c1: Value = serde_json::from_slice(&raw).map_err(|e| format!("Phase1Out is not JSON: {e}"))?;
-    // {"vanilla_proofs": {"StackedDrg32GiBV1": [[challenge, ...], ...]}}: one variant per tree shape.
-    let shaped = c1.get_mut("vanilla_proofs").and_then(Value::as_object_mut).and_then(|m| m.values_mut().next()).ok_or("the C1 output has no vanilla_proofs")?;
-    for partition in shaped.as_array_mut().ok_or("vanilla_proofs is not a list of partitions")? {
-        partition.as_array_mut().ok_or("a partition's vanilla proofs are not a list")?.truncate(challenges);
+    let (mut c1, sector) = decode_envelope(&payload.vanilla_proof, &PorepRequest::default())?;
+    macro_rules! cut {
+        ($partitions:expr) => {
+            $partitions.iter_mut().for_each(|p| p.truncate(challenges))
+        };
     }
-    let c1 = serde_json::to_vec(&c1).map_err(|e| format!("C1 JSON: {e}"))?;
-    env["Phase1Out"] = Value::String(base64::engine::general_purpose::STANDARD.encode(c1));
+    match &mut c1.vanilla_proofs {
+        C1Proofs::StackedDrg2KiBV1(p) => cut!(p),
+        C1Proofs::StackedDrg8MiBV1(p) => cut!(p),
+        C1Proofs::StackedDrg512MiBV1(p) => cut!(p),
+        C1Proofs::StackedDrg32GiBV1(p) => cut!(p),
+        C1Proofs::StackedDrg64GiBV1(p) => cut!(p),
+    }
     let mut cut = payload.clone();
-    cut.vanilla_proof = serde_json::to_vec(&env).map_err(|e| format!("envelope JSON: {e}"))?;
+    cut.vanilla_proof = crate::vanilla::porep_payload(&c1, sector)?.vanilla_proof;
     Ok(cut)
 }
 

@@ -138,8 +138,13 @@ fn kiln_setup(args: &Args) -> Result<KilnSetup> {
 
 /// The process's peak resident set (VmHWM), bytes.
 fn peak_rss() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kb: u64 = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+    proc_bytes("/proc/self/status", "VmHWM:")
+}
+
+/// A `key: N kB` line of a /proc file, in bytes.
+fn proc_bytes(path: &str, key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let kb: u64 = text.lines().find_map(|l| l.strip_prefix(key))?.trim().trim_end_matches("kB").trim().parse().ok()?;
     Some(kb * 1024)
 }
 

@@ -46,13 +46,6 @@ pub struct Options {
     pub one_core: bool,
 }
 
-/// Bytes of memory this host has available now (`MemAvailable`).
-fn mem_available() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kb: u64 = info.lines().find_map(|l| l.strip_prefix("MemAvailable:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
-    Some(kb * 1024)
-}
-
 /// One kind's synthesis times (ms).
 pub struct SynthTimes {
     pub label: String,
@@ -235,7 +228,7 @@ pub fn run(job: &Arc<dyn JobSource>, opts: &Options) -> Result<SynthTimes> {
     let gadget_witness_ms = gadget_runs.iter().map(|r| r.1).collect();
     // Each partition's buffers: aux, and a/b/c per constraint.
     let per_partition = ((shape.num_aux + 3 * shape.num_constraints) * 32) as u64;
-    let fits = mem_available().map_or(job.num_partitions(), |m| (m / 2 / per_partition.max(1)) as usize);
+    let fits = crate::proc_bytes("/proc/meminfo", "MemAvailable:").map_or(job.num_partitions(), |m| (m / 2 / per_partition.max(1)) as usize);
     let at_once = opts.at_once.unwrap_or(fits).clamp(1, job.num_partitions());
     let buffers: Vec<AssignmentBuffers> = (0..at_once).map(|_| touched()).collect();
     let t = Instant::now();
