@@ -312,8 +312,16 @@ fn synthesize_partition(shared: &Arc<Shared>, task: PartitionTask) {
     let buffers = assignment_buffers(buffer, &footprint);
     let allowance = crate::circuits::compile_allowance(&shared.config, &shared.budget, &shape);
     let recorded = OnceLock::new();
+    let lane = Lane::of(job.priority);
+    // Settled here, on this worker's own thread: waiting for another
+    // worker's compile inside the lane's pool could deadlock it. Deadline
+    // work never waits for a compile; in its pool it goes the ordinary way.
+    let turn = match (shared.config.compile_circuits, &deferred, lane) {
+        (true, None, Lane::Bulk) => shared.circuits.take_turn(&job.srs.id, allowance),
+        _ => None,
+    };
     let ctx = if shared.config.compile_circuits {
-        let ctx = shared.circuits.context(&job.srs.id, allowance).with_native(shared.config.native_witness && !reference);
+        let ctx = shared.circuits.context(&job.srs.id, allowance).with_native(shared.config.native_witness && !reference).with_turn(turn.as_ref());
         let ctx = match &deferred {
             Some(r1cs) => ctx.with_deferred_products(r1cs),
             None => ctx,
@@ -322,9 +330,8 @@ fn synthesize_partition(shared: &Arc<Shared>, task: PartitionTask) {
     } else {
         SynthContext::plain()
     };
-    let lane = Lane::of(job.priority);
     let result = shared.lanes.install(lane, || catch_unwind(AssertUnwindSafe(|| source.synthesize(index, buffers, ctx))));
-    drop(source);
+    drop((source, turn));
     held.recording = recorded.into_inner();
     let took = t.elapsed();
     job.add_synthesis(took);

@@ -47,7 +47,7 @@ mod shape;
 pub mod workload;
 
 pub use buffer::{AssignmentBuffers, ScalarBuffer};
-pub use cache::{Admission, CircuitCache, CircuitCacheStats, Recording, SynthContext};
+pub use cache::{Admission, CircuitCache, CircuitCacheStats, CompileTurn, Recording, SynthContext};
 pub use compiled::{CompileLimit, CompiledR1cs, MatrixView, SegmentedCircuit, Whole};
 pub use density::Density;
 pub use shape::CircuitShape;

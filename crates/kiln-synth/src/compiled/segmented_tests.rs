@@ -192,3 +192,110 @@ fn deferred_products_of_a_segmented_circuit_are_the_whole_circuits() {
     let s = cache.stats();
     assert_eq!((s.segmented_syntheses, s.deferred_products), (1, 1), "the recording is not counted");
 }
+
+/// Two syntheses of one segmented circuit in one rayon pool, as the engine's
+/// synthesis workers run them (each `install`s its partition): while the
+/// first compiles, the second must not block a pool thread. A pool thread
+/// that waits in the compile's parallel recording takes up queued jobs, the
+/// second synthesis among them; blocked there until the compile ends, it
+/// would hold the compile's own unfinished frame under it forever.
+#[test]
+fn a_second_synthesis_in_the_compiles_pool_does_not_deadlock_it() {
+    use std::sync::{mpsc, Arc};
+    let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap());
+    let cache = Arc::new(CircuitCache::unbounded());
+    let slow = Chains { seed: 1, segments: 16, len: 100_000, uneven: false, lie: false };
+    let (tx, rx) = mpsc::channel();
+    for seed in [1, 2] {
+        let (pool, cache, tx) = (pool.clone(), cache.clone(), tx.clone());
+        std::thread::spawn(move || {
+            if seed == 2 {
+                while !cache.is_compiling("pool") {
+                    std::thread::yield_now();
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            let c = Chains { seed, ..slow };
+            let got = pool.install(|| cache.context("pool", usize::MAX).synthesize_segmented(&c, AssignmentBuffers::heap()).unwrap());
+            got.check_satisfied().unwrap();
+            tx.send(seed).unwrap();
+        });
+    }
+    for _ in 0..2 {
+        rx.recv_timeout(std::time::Duration::from_secs(60)).expect("a synthesis in the pool never ended: the pool deadlocked");
+    }
+}
+
+/// The engine's way: each synthesis takes its compile turn on its own
+/// thread before entering the pool, so the second waits there for the
+/// compile and then takes the compiled path instead of the ordinary one.
+#[test]
+fn a_turn_taken_outside_the_pool_waits_for_the_compile_and_uses_it() {
+    use std::sync::{mpsc, Arc};
+    let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap());
+    let cache = Arc::new(CircuitCache::unbounded());
+    let slow = Chains { seed: 1, segments: 16, len: 100_000, uneven: false, lie: false };
+    let (tx, rx) = mpsc::channel();
+    for seed in [1, 2] {
+        let (pool, cache, tx) = (pool.clone(), cache.clone(), tx.clone());
+        std::thread::spawn(move || {
+            if seed == 2 {
+                while !cache.is_compiling("turn") {
+                    std::thread::yield_now();
+                }
+            }
+            let turn = cache.take_turn("turn", usize::MAX);
+            assert_eq!(turn.is_some(), seed == 1, "the first compiles, the second waits for it");
+            let ctx = cache.context("turn", usize::MAX).with_turn(turn.as_ref());
+            let c = Chains { seed, ..slow };
+            let got = pool.install(|| ctx.synthesize_segmented(&c, AssignmentBuffers::heap()).unwrap());
+            got.check_satisfied().unwrap();
+            tx.send(seed).unwrap();
+        });
+    }
+    for _ in 0..2 {
+        rx.recv_timeout(std::time::Duration::from_secs(60)).expect("a synthesis never ended");
+    }
+    let s = cache.stats();
+    assert_eq!((s.compiles, s.plain_syntheses), (1, 0), "{s:?}");
+    assert!(s.segmented_syntheses >= 1, "the second synthesis used the compiled form: {s:?}");
+}
+
+/// A turn dropped unused gives the claim back: the next synthesis compiles.
+#[test]
+fn an_unused_turn_gives_its_claim_back() {
+    let cache = CircuitCache::unbounded();
+    let turn = cache.take_turn("unused", usize::MAX).expect("nothing compiled yet");
+    assert!(cache.is_compiling("unused"));
+    drop(turn);
+    assert!(!cache.is_compiling("unused"));
+    assert!(cache.take_turn("unused", usize::MAX).is_some(), "the claim is free again");
+}
+
+/// A compile that records the whole circuit on one thread takes as long as
+/// an ordinary synthesis: a turn taken meanwhile does not wait for it.
+#[test]
+fn a_turn_does_not_wait_for_a_whole_circuit_compile() {
+    use std::sync::Arc;
+    let cache = Arc::new(CircuitCache::unbounded());
+    let slow = Chains { seed: 1, segments: 16, len: 100_000, uneven: false, lie: false };
+    let first = {
+        let cache = cache.clone();
+        std::thread::spawn(move || {
+            let turn = cache.take_turn("whole", usize::MAX).expect("nothing compiled yet");
+            let ctx = cache.context("whole", usize::MAX).with_turn(Some(&turn));
+            let c = Chains { seed: 1, ..slow };
+            ctx.synthesize(|| Ok(Whole(&c)), AssignmentBuffers::heap()).unwrap().check_satisfied().unwrap();
+        })
+    };
+    while !cache.is_compiling("whole") {
+        std::thread::yield_now();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    assert!(cache.take_turn("whole", usize::MAX).is_none(), "the key is being compiled");
+    let c = Chains { seed: 2, ..slow };
+    cache.context("whole", usize::MAX).synthesize(|| Ok(Whole(&c)), AssignmentBuffers::heap()).unwrap().check_satisfied().unwrap();
+    first.join().unwrap();
+    let s = cache.stats();
+    assert_eq!((s.compiles, s.plain_syntheses), (1, 1), "the second went the ordinary way while the first compiled: {s:?}");
+}

@@ -13,6 +13,9 @@ use crate::compiled::{CompiledR1cs, DeferTo, Retry, SegmentedCircuit, Whole};
 use crate::native::AssignmentWriter;
 use crate::{synthesize, Assignment, AssignmentBuffers, SynthError};
 
+mod turn;
+pub use turn::CompileTurn;
+
 /// What keeps a cached circuit's memory accounted for, e.g. a memory-budget
 /// reservation: taken for the compile allowance before a circuit is
 /// compiled, shrunk to the compiled size, dropped when the entry is evicted.
@@ -37,7 +40,11 @@ const REFUSAL_BACKOFF: Duration = Duration::from_secs(60);
 ///
 /// The first synthesis of a key compiles it (one synthesis that also records
 /// the matrices); later ones take the compiled path. While one worker
-/// compiles a key, others synthesize it the ordinary way.
+/// compiles a key, others synthesize it the ordinary way, except that a
+/// segmented circuit's compile (quick beside an ordinary synthesis) is
+/// waited for: by a caller off any thread pool, or by one that took its
+/// [`CompileTurn`] before entering the pool ([`take_turn`](Self::take_turn)).
+/// A synthesis on a pool thread never blocks on the cache.
 ///
 /// Memory: before compiling, the function given to [`new`](Self::new) admits
 /// the context's allowance (e.g. reserves it from a memory budget); the
@@ -87,8 +94,10 @@ type Entries = Mutex<HashMap<String, Entry>>;
 
 enum Entry {
     /// Being compiled by one worker; `admitted` once its memory is
-    /// reserved (from then on it waits for nothing but its own work).
-    Compiling { admitted: bool },
+    /// reserved (from then on it waits for nothing but its own work);
+    /// `whole` once the compile is known to record the whole circuit on
+    /// one thread (not worth waiting for: see [`CircuitCache::take_turn`]).
+    Compiling { admitted: bool, whole: bool },
     /// `probation`: recorded by a synthesis whose proof has not verified
     /// yet (see [`Recording`]); used only by syntheses that waited for the
     /// compile, until then.
@@ -145,6 +154,9 @@ enum Lookup {
     /// Recorded, on probation (its generation): only a synthesis that
     /// would have waited for the compile uses it.
     Probation(Arc<CompiledR1cs>, u64),
+    /// This synthesis compiles it, its memory admitted beforehand (a
+    /// [`CompileTurn`]).
+    Admitted(Box<dyn Admission>),
 }
 
 impl CircuitCache {
@@ -180,7 +192,7 @@ impl CircuitCache {
     /// The handle to synthesize circuits of structure `key` through;
     /// compiling one may use up to `allowance` bytes.
     pub fn context<'a>(&'a self, key: &'a str, allowance: usize) -> SynthContext<'a> {
-        SynthContext { cache: Some((self, key, allowance)), native: true, origin: None, deferred: None, probation: None }
+        SynthContext { cache: Some((self, key, allowance)), native: true, origin: None, deferred: None, probation: None, turn: None }
     }
 
     /// Drop `key`'s compiled circuit (and any refusal), releasing its memory.
@@ -264,15 +276,15 @@ impl CircuitCache {
                 Lookup::Ready(r1cs.clone())
             }
             Some(Entry::Ready { r1cs, probation: Some(generation), .. }) => Lookup::Probation(r1cs.clone(), *generation),
-            Some(Entry::Compiling { admitted: true }) => Lookup::Compiling,
-            Some(Entry::Compiling { admitted: false }) => Lookup::Plain,
+            Some(Entry::Compiling { admitted: true, .. }) => Lookup::Compiling,
+            Some(Entry::Compiling { admitted: false, .. }) => Lookup::Plain,
             Some(Entry::Refused { until: Some(t), .. }) if Instant::now() >= *t => {
-                entries.insert(key.to_string(), Entry::Compiling { admitted: false });
+                entries.insert(key.to_string(), Entry::Compiling { admitted: false, whole: false });
                 Lookup::Compile
             }
             Some(Entry::Refused { .. }) => Lookup::Plain,
             None => {
-                entries.insert(key.to_string(), Entry::Compiling { admitted: false });
+                entries.insert(key.to_string(), Entry::Compiling { admitted: false, whole: false });
                 Lookup::Compile
             }
         }
@@ -281,15 +293,24 @@ impl CircuitCache {
     /// `key`'s compile has its memory: from now on it waits for nothing
     /// but its own work, so others may wait for it.
     fn mark_admitted(&self, key: &str) {
-        if let Some(e @ Entry::Compiling { .. }) = self.lock().get_mut(key) {
-            *e = Entry::Compiling { admitted: true };
+        if let Some(Entry::Compiling { admitted, .. }) = self.lock().get_mut(key) {
+            *admitted = true;
         }
+    }
+
+    /// `key`'s compile records the whole circuit on one thread: those
+    /// waiting for their turn stop waiting and synthesize the ordinary way.
+    fn mark_whole(&self, key: &str) {
+        if let Some(Entry::Compiling { whole, .. }) = self.lock().get_mut(key) {
+            *whole = true;
+        }
+        self.compiled.notify_all();
     }
 
     /// Blocks while another worker compiles `key` with its memory admitted.
     fn wait_compiled(&self, key: &str) {
         let mut entries = self.lock();
-        while matches!(entries.get(key), Some(Entry::Compiling { admitted: true })) {
+        while matches!(entries.get(key), Some(Entry::Compiling { admitted: true, .. })) {
             entries = self.compiled.wait(entries).unwrap_or_else(|p| p.into_inner());
         }
     }
@@ -473,12 +494,13 @@ pub struct SynthContext<'a> {
     origin: Option<(&'a str, usize)>,
     deferred: DeferTo<'a>,
     probation: Option<&'a OnceLock<Recording>>,
+    turn: Option<&'a CompileTurn<'a>>,
 }
 
 impl SynthContext<'static> {
     /// Ordinary synthesis, nothing cached.
     pub fn plain() -> Self {
-        SynthContext { cache: None, native: true, origin: None, deferred: None, probation: None }
+        SynthContext { cache: None, native: true, origin: None, deferred: None, probation: None, turn: None }
     }
 }
 
@@ -510,6 +532,14 @@ impl<'a> SynthContext<'a> {
     /// synthesizes again with buffers for a/b/c. Ignored by a plain context.
     pub fn with_deferred_products(mut self, r1cs: &'a Arc<CompiledR1cs>) -> Self {
         self.deferred = Some(r1cs);
+        self
+    }
+
+    /// This synthesis compiles its key with the memory `turn` admitted
+    /// ([`CircuitCache::take_turn`], taken outside the thread pool the
+    /// synthesis runs in); `None` changes nothing.
+    pub fn with_turn(mut self, turn: Option<&'a CompileTurn<'a>>) -> Self {
+        self.turn = turn;
         self
     }
 
@@ -629,7 +659,8 @@ impl SynthContext<'_> {
     /// `wait`: while another worker compiles the key (its memory admitted),
     /// wait for the compiled form instead of synthesizing the ordinary way
     /// (worth it where the compile is quick beside an ordinary synthesis,
-    /// e.g. a segmented circuit, compiled and then synthesized on every core).
+    /// e.g. a segmented circuit, compiled and then synthesized on every core);
+    /// never on a rayon pool's thread (see `turn`'s module doc).
     fn run<C, F, P, K>(&self, make: &F, compiled: P, compile: K, wait: bool, buffers: AssignmentBuffers) -> Result<Assignment, SynthError>
     where
         C: Circuit<Scalar>,
@@ -644,11 +675,14 @@ impl SynthContext<'_> {
             cache.plain_syntheses.fetch_add(1, Ordering::Relaxed);
             synthesize(make()?, buffers)
         };
-        let lookup = match self.deferred {
-            Some(r1cs) => Lookup::Ready(r1cs.clone()),
-            None => loop {
+        let admitted = self.turn.filter(|t| t.key() == key).and_then(CompileTurn::take);
+        let lookup = match (self.deferred, admitted) {
+            (Some(r1cs), _) => Lookup::Ready(r1cs.clone()),
+            (None, Some(admission)) => Lookup::Admitted(admission),
+            (None, None) => loop {
                 match cache.lookup(key) {
-                    Lookup::Compiling if wait => cache.wait_compiled(key),
+                    // Never on a pool thread: see `turn`'s module doc.
+                    Lookup::Compiling if wait && rayon::current_thread_index().is_none() => cache.wait_compiled(key),
                     other => break other,
                 }
             },
@@ -680,6 +714,12 @@ impl SynthContext<'_> {
                     plain(buffers)
                 }
             },
+            Lookup::Admitted(admission) => {
+                if !wait {
+                    cache.mark_whole(key);
+                }
+                self.compile_admitted(CompilingMark { cache, key, armed: true }, admission, compile, plain, buffers)
+            }
             Lookup::Compile => {
                 let mut mark = CompilingMark { cache, key, armed: true };
                 let admission = match cache.admit_for(key, allowance) {
@@ -691,28 +731,44 @@ impl SynthContext<'_> {
                     }
                 };
                 cache.mark_admitted(key);
-                match compile(cache, buffers, allowance)? {
-                    Ok((asg, r1cs)) => {
-                        cache.compiles.fetch_add(1, Ordering::Relaxed);
-                        mark.armed = false;
-                        if let Some(recording) = cache.insert_ready(key, r1cs, admission, self.probation.is_some()) {
-                            let slot = self.probation.expect("probation asked for");
-                            // A slot serves one synthesis; a second recording into it is not kept.
-                            drop(slot.set(recording));
-                        }
-                        Ok(asg)
-                    }
-                    Err(Retry::TooLarge(l, buffers)) => {
-                        mark.armed = false;
-                        cache.refuse(key, format!("too large to compile: {l}"));
-                        plain(buffers)
-                    }
-                    Err(Retry::Changed(e, buffers)) => {
-                        mark.armed = false;
-                        cache.refuse(key, e.to_string());
-                        plain(buffers)
-                    }
+                if !wait {
+                    cache.mark_whole(key);
                 }
+                self.compile_admitted(mark, admission, compile, plain, buffers)
+            }
+        }
+    }
+
+    /// Compiles the key (`mark`ed as compiling, its memory admitted) in
+    /// this synthesis and keeps the compiled form; `plain` when it is too
+    /// large or its shape changes.
+    fn compile_admitted<K, P>(&self, mut mark: CompilingMark<'_>, admission: Box<dyn Admission>, compile: K, plain: P, buffers: AssignmentBuffers) -> Result<Assignment, SynthError>
+    where
+        K: FnOnce(&CircuitCache, AssignmentBuffers, usize) -> Result<Result<(Assignment, CompiledR1cs), Retry>, SynthError>,
+        P: FnOnce(AssignmentBuffers) -> Result<Assignment, SynthError>,
+    {
+        let (cache, key) = (mark.cache, mark.key);
+        let allowance = self.cache.map_or(usize::MAX, |(_, _, allowance)| allowance);
+        match compile(cache, buffers, allowance)? {
+            Ok((asg, r1cs)) => {
+                cache.compiles.fetch_add(1, Ordering::Relaxed);
+                mark.armed = false;
+                if let Some(recording) = cache.insert_ready(key, r1cs, admission, self.probation.is_some()) {
+                    let slot = self.probation.expect("probation asked for");
+                    // A slot serves one synthesis; a second recording into it is not kept.
+                    drop(slot.set(recording));
+                }
+                Ok(asg)
+            }
+            Err(Retry::TooLarge(l, buffers)) => {
+                mark.armed = false;
+                cache.refuse(key, format!("too large to compile: {l}"));
+                plain(buffers)
+            }
+            Err(Retry::Changed(e, buffers)) => {
+                mark.armed = false;
+                cache.refuse(key, e.to_string());
+                plain(buffers)
             }
         }
     }
