@@ -30,7 +30,15 @@ lim() { local left=$(( ${BUDGET:-590} - ($(date +%s) - t0) - 5 )); (( left < $1 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 nproc; free -g | head -2
 # Memory and load every 20 s, for the whole call.
-( while sleep 20; do echo "$(date +%T) $(free -g | awk '/Mem:/{print $3}')G used, load $(cut -d' ' -f1 /proc/loadavg)"; done ) > "$OUT/mem.txt" 2>&1 &
+# Per kiln process: resident memory and how many of its threads are running
+# (R) or in uninterruptible sleep (D): a stall shows as 0 running.
+procs() {
+  for p in $(pgrep -f 'bench-filecoin|bench-latency|kiln serve' 2>/dev/null); do
+    local st; st=$(cat /proc/$p/task/*/stat 2>/dev/null | awk '{print $3}' | sort | uniq -c | tr -s ' \n' ' ')
+    echo -n " [$p rss $(awk '/VmRSS/{printf "%.1fG", $2/1048576}' /proc/$p/status 2>/dev/null) threads:$st]"
+  done
+}
+( while sleep 20; do echo "$(date +%T) $(free -g | awk '/Mem:/{print $3}')G used, load $(cut -d' ' -f1 /proc/loadavg)$(procs)"; done ) > "$OUT/mem.txt" 2>&1 &
 sampler=$!
 trap 'kill $sampler 2>/dev/null' EXIT
 for step in "$@"; do
