@@ -79,6 +79,7 @@ mod products;
 mod queue;
 mod registry;
 mod requests;
+mod shared;
 mod srs;
 mod status;
 pub mod synthetic;
