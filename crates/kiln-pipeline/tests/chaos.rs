@@ -200,3 +200,85 @@ fn a_panicking_critical_job_does_not_stall_the_next() {
     }
     assert_idle(&engine);
 }
+
+proptest! {
+    // `KILN_CHAOS_CASES=N` runs it longer.
+    #![proptest_config(ProptestConfig { cases: chaos_cases(6), failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Jobs of two parameter sets while another thread preloads and evicts
+    /// them at random moments, and maybe a shutdown mid-run: no panic, no
+    /// hang, every answer verifies, a refused eviction says why, a job ends
+    /// CANCELLED or FAILED only because of the shutdown, and the memory
+    /// all comes back.
+    #[test]
+    fn preload_evict_and_shutdown_during_work_end_cleanly(
+        jobs in proptest::collection::vec((0usize..4, 1usize..4, any::<bool>()), 1..6),
+        ops in proptest::collection::vec((any::<bool>(), any::<bool>(), 0u64..25), 0..12),
+        shutdown_after_ms in proptest::option::weighted(0.5, 0u64..150),
+        grace_ms in 0u64..100,
+    ) {
+        ensure_params(10);
+        ensure_params(11);
+        let specs = [synthetic(10, 1, 0).srs(), synthetic(11, 1, 0).srs()];
+        let budget = 256 << 20;
+        let engine = Engine::start(config(budget), vec![SlowBackend::new(Duration::from_millis(2))]).unwrap();
+        let submitted: Vec<_> = jobs
+            .iter()
+            .enumerate()
+            .map(|(k, &(p, partitions, big))| {
+                let job = synthetic(if big { 11 } else { 10 }, partitions, 1000 * k as u64 + 3);
+                let id = format!("srs-chaos-{k}");
+                engine.submit(JobRequest::new(id.clone(), Priority::ALL[p], job.clone())).unwrap();
+                (id, job)
+            })
+            .collect();
+        let operator = {
+            let (engine, specs) = (engine.clone(), specs.clone());
+            std::thread::spawn(move || {
+                let mut refused = Vec::new();
+                for (evict, which, delay_ms) in ops {
+                    std::thread::sleep(Duration::from_millis(delay_ms));
+                    let spec = &specs[usize::from(which)];
+                    let result = if evict { engine.evict_srs(&spec.id).map(drop) } else { engine.preload_srs(spec.clone()).map(drop) };
+                    if let Err(e) = result {
+                        refused.push(e.to_string());
+                    }
+                }
+                refused
+            })
+        };
+        let stopper = shutdown_after_ms.map(|ms| {
+            let engine = engine.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(ms));
+                let t = std::time::Instant::now();
+                engine.shutdown_blocking(Duration::from_millis(grace_ms));
+                t.elapsed()
+            })
+        });
+        for (id, job) in &submitted {
+            match engine.wait_blocking(id, Some(Duration::from_secs(60))) {
+                JobOutcome::Completed { proof, .. } => assert_valid_proofs(job, &proof),
+                JobOutcome::Cancelled | JobOutcome::Failed(_) if shutdown_after_ms.is_some() => {}
+                other => prop_assert!(false, "{id} ended as {other:?}; status {:#?}", engine.status()),
+            }
+        }
+        if let Some(stopper) = stopper {
+            let took = stopper.join().unwrap();
+            prop_assert!(took < Duration::from_secs(30), "shutdown took {took:?}");
+            let refused = engine.submit(JobRequest::new("after-shutdown", Priority::Normal, synthetic(10, 1, 9)));
+            prop_assert!(refused.is_err(), "a job was accepted after shutdown");
+        }
+        let refused = operator.join().unwrap();
+        for message in &refused {
+            prop_assert!(!message.trim().is_empty(), "a refused preload or eviction without a reason");
+        }
+        assert_idle(&engine);
+        let s = engine.status();
+        prop_assert!(s.budget.peak_reserved <= budget);
+        eprintln!(
+            "chaos-srs: jobs={} completed={} cancelled={} failed={} shutdown={shutdown_after_ms:?} refused={refused:?}",
+            jobs.len(), s.jobs.completed, s.jobs.cancelled, s.jobs.failed
+        );
+    }
+}
