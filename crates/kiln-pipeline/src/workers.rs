@@ -514,3 +514,20 @@ pub(crate) fn finalizer(shared: Arc<Shared>, takes: Takes, nice: i32) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A job too large for a device's memory (a 32 GiB test setup on an
+    /// 80 GB GPU) fails at once with the reason; it is not the device's
+    /// fault, so it is neither retried nor counted towards a quarantine.
+    #[test]
+    fn too_little_device_memory_is_the_jobs_failure_not_the_devices() {
+        let e = ProveError::Memory("this test setup's points take 44.1 GiB of device memory".into());
+        assert!(device_fault(&e).is_none());
+        assert!(!is_prover_fault(&e));
+        let e = ProveError::Backend { backend: "gpu", message: "an illegal address".into() };
+        assert_eq!(device_fault(&e), Some(FaultKind::Error));
+    }
+}

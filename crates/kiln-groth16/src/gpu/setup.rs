@@ -33,16 +33,14 @@ pub(super) fn place_test_setup(dev: &GpuDevice, params: &ParamsFile, b_inputs: u
     // The proofs' own buffers (a, b, c, aux, MSM scratch) need room too.
     let working = 8 * 32 * (shape.h_len + 1 + shape.l_len) as u64;
     if device_bytes + working > free as u64 {
-        return Err(ProveError::Backend {
-            backend: "gpu",
-            message: format!(
-                "this test setup's points take {:.1} GiB of device memory and proofs need {:.1} GiB more; {:.1} GiB are free \
-                 (test setups are never streamed from the host)",
-                gib(device_bytes),
-                gib(working),
-                gib(free as u64)
-            ),
-        });
+        // Not a fault of the device: the job is too large for it.
+        return Err(ProveError::Memory(format!(
+            "this test setup's points take {:.1} GiB of device memory and proofs need {:.1} GiB more; {:.1} GiB are free \
+             on this GPU (test setups are never streamed from the host)",
+            gib(device_bytes),
+            gib(working),
+            gib(free as u64)
+        )));
     }
     let (t1, t2) = (g1_table().flat(), g2_table().flat());
     let g1 = |sec: Section, from: usize| -> Result<Option<Points<DeviceG1>>, ProveError> {
