@@ -309,8 +309,13 @@ impl CircuitCache {
 
     /// Blocks while another worker compiles `key` with its memory admitted.
     fn wait_compiled(&self, key: &str) {
+        self.wait_while(key, |e| matches!(e, Some(Entry::Compiling { admitted: true, .. })));
+    }
+
+    /// Blocks while `key`'s entry is `still` so (woken by every change).
+    fn wait_while(&self, key: &str, still: impl Fn(Option<&Entry>) -> bool) {
         let mut entries = self.lock();
-        while matches!(entries.get(key), Some(Entry::Compiling { admitted: true, .. })) {
+        while still(entries.get(key)) {
             entries = self.compiled.wait(entries).unwrap_or_else(|p| p.into_inner());
         }
     }
@@ -714,12 +719,7 @@ impl SynthContext<'_> {
                     plain(buffers)
                 }
             },
-            Lookup::Admitted(admission) => {
-                if !wait {
-                    cache.mark_whole(key);
-                }
-                self.compile_admitted(CompilingMark { cache, key, armed: true }, admission, compile, plain, buffers)
-            }
+            Lookup::Admitted(admission) => self.compile_admitted(CompilingMark { cache, key, armed: true }, admission, wait, compile, plain, buffers),
             Lookup::Compile => {
                 let mut mark = CompilingMark { cache, key, armed: true };
                 let admission = match cache.admit_for(key, allowance) {
@@ -731,23 +731,25 @@ impl SynthContext<'_> {
                     }
                 };
                 cache.mark_admitted(key);
-                if !wait {
-                    cache.mark_whole(key);
-                }
-                self.compile_admitted(mark, admission, compile, plain, buffers)
+                self.compile_admitted(mark, admission, wait, compile, plain, buffers)
             }
         }
     }
 
     /// Compiles the key (`mark`ed as compiling, its memory admitted) in
     /// this synthesis and keeps the compiled form; `plain` when it is too
-    /// large or its shape changes.
-    fn compile_admitted<K, P>(&self, mut mark: CompilingMark<'_>, admission: Box<dyn Admission>, compile: K, plain: P, buffers: AssignmentBuffers) -> Result<Assignment, SynthError>
+    /// large or its shape changes. Without `wait` (a whole-circuit compile)
+    /// those waiting for their turn are told not to wait for it.
+    #[allow(clippy::too_many_arguments)]
+    fn compile_admitted<K, P>(&self, mut mark: CompilingMark<'_>, admission: Box<dyn Admission>, wait: bool, compile: K, plain: P, buffers: AssignmentBuffers) -> Result<Assignment, SynthError>
     where
         K: FnOnce(&CircuitCache, AssignmentBuffers, usize) -> Result<Result<(Assignment, CompiledR1cs), Retry>, SynthError>,
         P: FnOnce(AssignmentBuffers) -> Result<Assignment, SynthError>,
     {
         let (cache, key) = (mark.cache, mark.key);
+        if !wait {
+            cache.mark_whole(key);
+        }
         let allowance = self.cache.map_or(usize::MAX, |(_, _, allowance)| allowance);
         match compile(cache, buffers, allowance)? {
             Ok((asg, r1cs)) => {

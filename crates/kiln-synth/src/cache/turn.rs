@@ -116,9 +116,6 @@ impl CircuitCache {
     /// Blocks while `key` is being compiled in a way worth waiting for
     /// (its memory admitted or not).
     fn wait_while_compiling(&self, key: &str) {
-        let mut entries = self.lock();
-        while matches!(entries.get(key), Some(Entry::Compiling { whole: false, .. })) {
-            entries = self.compiled.wait(entries).unwrap_or_else(|p| p.into_inner());
-        }
+        self.wait_while(key, |e| matches!(e, Some(Entry::Compiling { whole: false, .. })));
     }
 }

@@ -5,7 +5,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::SegmentedCircuit;
-use crate::{synthesize, Assignment, AssignmentBuffers, CircuitCache, Whole};
+use crate::{synthesize, Assignment, AssignmentBuffers, CircuitCache, CircuitCacheStats, Whole};
 
 /// A prefix (an input and its square) and `segments` chains: each takes
 /// its own input, multiplies it by the prefix's square and squares the
@@ -201,6 +201,20 @@ fn deferred_products_of_a_segmented_circuit_are_the_whole_circuits() {
 /// would hold the compile's own unfinished frame under it forever.
 #[test]
 fn a_second_synthesis_in_the_compiles_pool_does_not_deadlock_it() {
+    two_syntheses_sharing_a_pool("pool", std::time::Duration::from_millis(20), |cache, pool, _, c| {
+        pool.install(|| cache.context("pool", usize::MAX).synthesize_segmented(c, AssignmentBuffers::heap()).unwrap())
+    });
+}
+
+/// Synthesizes seeds 1 and 2 of a slow segmented circuit on threads of
+/// their own sharing one 2-thread pool, as the engine's workers do; seed 2
+/// starts `settle` after seed 1 begins compiling `key`. Fails if either
+/// does not end within a minute.
+fn two_syntheses_sharing_a_pool(
+    key: &'static str,
+    settle: std::time::Duration,
+    synthesize: fn(&CircuitCache, &rayon::ThreadPool, u64, &Chains) -> Assignment,
+) -> CircuitCacheStats {
     use std::sync::{mpsc, Arc};
     let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap());
     let cache = Arc::new(CircuitCache::unbounded());
@@ -210,20 +224,20 @@ fn a_second_synthesis_in_the_compiles_pool_does_not_deadlock_it() {
         let (pool, cache, tx) = (pool.clone(), cache.clone(), tx.clone());
         std::thread::spawn(move || {
             if seed == 2 {
-                while !cache.is_compiling("pool") {
+                while !cache.is_compiling(key) {
                     std::thread::yield_now();
                 }
-                std::thread::sleep(std::time::Duration::from_millis(20));
+                std::thread::sleep(settle);
             }
             let c = Chains { seed, ..slow };
-            let got = pool.install(|| cache.context("pool", usize::MAX).synthesize_segmented(&c, AssignmentBuffers::heap()).unwrap());
-            got.check_satisfied().unwrap();
+            synthesize(&cache, &pool, seed, &c).check_satisfied().unwrap();
             tx.send(seed).unwrap();
         });
     }
     for _ in 0..2 {
         rx.recv_timeout(std::time::Duration::from_secs(60)).expect("a synthesis in the pool never ended: the pool deadlocked");
     }
+    cache.stats()
 }
 
 /// The engine's way: each synthesis takes its compile turn on its own
@@ -231,32 +245,12 @@ fn a_second_synthesis_in_the_compiles_pool_does_not_deadlock_it() {
 /// compile and then takes the compiled path instead of the ordinary one.
 #[test]
 fn a_turn_taken_outside_the_pool_waits_for_the_compile_and_uses_it() {
-    use std::sync::{mpsc, Arc};
-    let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap());
-    let cache = Arc::new(CircuitCache::unbounded());
-    let slow = Chains { seed: 1, segments: 16, len: 100_000, uneven: false, lie: false };
-    let (tx, rx) = mpsc::channel();
-    for seed in [1, 2] {
-        let (pool, cache, tx) = (pool.clone(), cache.clone(), tx.clone());
-        std::thread::spawn(move || {
-            if seed == 2 {
-                while !cache.is_compiling("turn") {
-                    std::thread::yield_now();
-                }
-            }
-            let turn = cache.take_turn("turn", usize::MAX);
-            assert_eq!(turn.is_some(), seed == 1, "the first compiles, the second waits for it");
-            let ctx = cache.context("turn", usize::MAX).with_turn(turn.as_ref());
-            let c = Chains { seed, ..slow };
-            let got = pool.install(|| ctx.synthesize_segmented(&c, AssignmentBuffers::heap()).unwrap());
-            got.check_satisfied().unwrap();
-            tx.send(seed).unwrap();
-        });
-    }
-    for _ in 0..2 {
-        rx.recv_timeout(std::time::Duration::from_secs(60)).expect("a synthesis never ended");
-    }
-    let s = cache.stats();
+    let s = two_syntheses_sharing_a_pool("turn", std::time::Duration::ZERO, |cache, pool, seed, c| {
+        let turn = cache.take_turn("turn", usize::MAX);
+        assert_eq!(turn.is_some(), seed == 1, "the first compiles, the second waits for it");
+        let ctx = cache.context("turn", usize::MAX).with_turn(turn.as_ref());
+        pool.install(|| ctx.synthesize_segmented(c, AssignmentBuffers::heap()).unwrap())
+    });
     assert_eq!((s.compiles, s.plain_syntheses), (1, 0), "{s:?}");
     assert!(s.segmented_syntheses >= 1, "the second synthesis used the compiled form: {s:?}");
 }
