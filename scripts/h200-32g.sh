@@ -14,6 +14,12 @@
 #   steady   32 GiB PoRep C2, N jobs at once (STEADY, default 3)
 #   rest     32 GiB WindowPoSt and SnapDeals, one proof each
 #   latency  WinningPoSt/WindowPoSt latency under a full PoRep/SnapDeals load, 2 KiB
+#   ptx      the kernels JIT-compiled from the fatbin's PTX (CUDA_FORCE_PTX_JIT=1)
+#            against the CPU: what a GPU newer than every machine-code target runs
+#   faults   KILN_FAULTS on the GPU backend: a daemon with injected errors and
+#            wrong results proves 24 synthetic jobs (every answer verified);
+#            then a hang and a sticky fault quarantine the only GPU and the
+#            daemon exits non-zero
 # Usage: ./h200-32g.sh check small big      (results under $OUT, default ./results)
 set -uo pipefail
 cd "$(dirname "$0")"
@@ -38,9 +44,12 @@ procs() {
     echo -n " [$p rss $(awk '/VmRSS/{printf "%.1fG", $2/1048576}' /proc/$p/status 2>/dev/null) threads:$st]"
   done
 }
+# VRAM in use every 2 s (its peak is what a smaller card must hold).
 ( while sleep 20; do echo "$(date +%T) $(free -g | awk '/Mem:/{print $3}')G used, load $(cut -d' ' -f1 /proc/loadavg)$(procs)"; done ) > "$OUT/mem.txt" 2>&1 &
 sampler=$!
-trap 'kill $sampler 2>/dev/null' EXIT
+nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv,noheader -l 2 > "$OUT/vram.txt" 2>&1 &
+vram=$!
+trap 'kill $sampler $vram 2>/dev/null' EXIT
 for step in "$@"; do
   case "$step" in
   check)
@@ -96,7 +105,43 @@ for step in "$@"; do
       --out "$OUT/lat2k" > "$OUT/lat2k.txt" 2> "$OUT/lat2k.log"
     echo "rc=$?"; tail -12 "$OUT/lat2k.txt"
     ;;
+  ptx)
+    stamp "the kernels from PTX (CUDA_FORCE_PTX_JIT=1): $(./kiln --version)"
+    CUDA_FORCE_PTX_JIT=1 timeout $(lim 240) ./gpu_check --quick > "$OUT/ptx_check.txt" 2>&1; echo "gpu_check rc=$?"; tail -3 "$OUT/ptx_check.txt"
+    CUDA_FORCE_PTX_JIT=1 timeout $(lim 240) ./gpu_test --test-threads 1 > "$OUT/ptx_test.txt" 2>&1; echo "gpu_test rc=$?"; grep -E "^test |test result" "$OUT/ptx_test.txt" | tail -12
+    ;;
+  faults)
+    stamp "KILN_FAULTS on the GPU backend"
+    sock=/tmp/kiln-faults.sock; rm -f $sock
+    export KILN_ENGINE_PROVER_WATCHDOG_SECS=5 KILN_ENGINE_PROVER_WATCHDOG_FACTOR=3
+    # errors and wrong results, retried; quarantine only for sticky faults/hangs
+    KILN_FAULTS="start_err=0.1,finish_err=0.1,wrong=0.1,seed=11" KILN_ENGINE_PARTITION_RETRIES=6 KILN_ENGINE_QUARANTINE_AFTER_FAULTS=0 \
+      ./kiln serve --listen "unix:$sock" --synthetic-params-dir /tmp/kiln-syn > "$OUT/faults-serve.log" 2>&1 & sp=$!
+    sleep 4
+    clients=()
+    for w in 0 1 2 3; do ( for i in $(seq $w 4 23); do
+        timeout $(lim 200) ./kiln prove --addr "unix:$sock" --kind synthetic --log-size 16 --partitions 2 > "$OUT/faults-job$i.txt" 2>&1; echo "job $i rc=$?" >> "$OUT/faults-jobs.txt"
+      done ) & clients+=($!); done
+    wait "${clients[@]}"
+    sleep 1
+    echo "completed: $(cat $OUT/faults-job*.txt | grep -c ^COMPLETED) failed: $(cat $OUT/faults-job*.txt | grep -c -E '^Error|FAILED')"
+    ./kiln metrics --addr "unix:$sock" > "$OUT/faults-metrics.txt" 2>&1
+    grep -E "^kiln_backend_faults_total|^kiln_backend_quarantined|^kiln_provers_usable|^kiln_jobs_total|^kiln_partition_retries|verif" "$OUT/faults-metrics.txt" | head -20
+    grep -E "FAULTS INJECTED" "$OUT/faults-serve.log" | head -2 | cut -c1-300
+    kill -TERM $sp; wait $sp; echo "serve rc=$?"
+    # a hang: the watchdog cuts it short, quarantines the only GPU, the daemon exits non-zero
+    for fault in hang=1 sticky_after=2; do
+      rm -f $sock
+      KILN_FAULTS="$fault,seed=3" ./kiln serve --listen "unix:$sock" --synthetic-params-dir /tmp/kiln-syn > "$OUT/faults-serve-$fault.log" 2>&1 & sp=$!
+      sleep 4; t1=$(date +%s)
+      for i in 1 2 3 4; do timeout $(lim 120) ./kiln prove --addr "unix:$sock" --kind synthetic --log-size 16 2>&1 | head -c 400; echo " (rc=${PIPESTATUS[0]})"; done > "$OUT/faults-$fault.txt"
+      timeout $(lim 60) tail --pid=$sp -f /dev/null; wait $sp; echo "$fault: serve rc=$? after $(( $(date +%s) - t1 )) s"; cut -c1-200 "$OUT/faults-$fault.txt"
+      grep -iE "quarantin|no prover|watchdog" "$OUT/faults-serve-$fault.log" | head -4 | cut -c1-300
+    done
+    unset KILN_ENGINE_PROVER_WATCHDOG_SECS KILN_ENGINE_PROVER_WATCHDOG_FACTOR
+    ;;
   *) echo "unknown step $step" ;;
   esac
 done
+echo "VRAM peak: $(awk -F', ' '{print $2}' "$OUT/vram.txt" | sort -n | tail -1)"
 stamp done

@@ -39,13 +39,16 @@ fn up_to_date(fatbin: &Path, newest_source: Option<SystemTime>) -> bool {
     matches!((built, newest_source), (Some(b), Some(s)) if b >= s)
 }
 
-fn embed(fatbin: &Path) {
+/// Embeds `fatbin`; `holds` says which GPUs it has code for (kiln-gpu's
+/// `KERNEL_TARGETS`).
+fn embed(fatbin: &Path, holds: &str) {
     println!("cargo:rustc-cfg=kiln_kernels");
     println!("cargo:rustc-env=KILN_FATBIN_PATH={}", fatbin.display());
+    println!("cargo:rustc-env=KILN_KERNEL_TARGETS={holds}");
 }
 
 fn main() {
-    for var in ["KILN_FATBIN", "KILN_KERNELS", "KILN_NVCC", "CUDA_HOME"] {
+    for var in ["KILN_FATBIN", "KILN_KERNELS", "KILN_NVCC", "CUDA_HOME", nvcc::ARCHS_ENV] {
         println!("cargo:rerun-if-env-changed={var}");
     }
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -61,7 +64,7 @@ fn main() {
             println!("cargo:rerun-if-changed={}", explicit.display());
         }
         if up_to_date(&explicit, newest) {
-            return embed(&explicit);
+            return embed(&explicit, &format!("KILN_FATBIN={}", explicit.display()));
         }
         println!("cargo:warning=kiln-gpu: KILN_FATBIN={} is missing or older than cuda/; building without kernels", explicit.display());
         return;
@@ -76,14 +79,16 @@ fn main() {
         }
     }
     if up_to_date(&from_xtask, newest) {
-        return embed(&from_xtask);
+        // xtask writes what it compiled for beside the fatbin.
+        let holds = std::fs::read_to_string(from_xtask.with_extension("targets")).unwrap_or_else(|_| "cargo xtask kernels' targets".into());
+        return embed(&from_xtask, holds.trim());
     }
 
     let mode = std::env::var("KILN_KERNELS").unwrap_or_default();
     let why_not = match mode.as_str() {
         "off" => "KILN_KERNELS=off".to_string(),
         "" | "auto" | "require" => match build_cached(&cuda, &target) {
-            Ok(fatbin) => return embed(&fatbin),
+            Ok((fatbin, holds)) => return embed(&fatbin, &holds),
             Err(e) => e,
         },
         other => panic!("KILN_KERNELS={other:?}: expected auto (the default), require or off"),
@@ -119,17 +124,20 @@ fn target_dir(manifest: &Path) -> PathBuf {
     out.ancestors().nth(4).map(Path::to_path_buf).unwrap_or(out)
 }
 
-/// The cached fatbin of these sources, compiled first when missing.
-fn build_cached(cuda: &Path, target: &Path) -> Result<PathBuf, String> {
+/// The cached fatbin of these sources and targets (compiled first when
+/// missing), and what it holds in words.
+fn build_cached(cuda: &Path, target: &Path) -> Result<(PathBuf, String), String> {
+    let targets = nvcc::targets()?;
+    let holds = nvcc::describe(&targets);
     let cache = target.join("kernels-cache");
-    let fatbin = cache.join(format!("kiln-{}.fatbin", nvcc::source_key(cuda)));
+    let fatbin = cache.join(format!("kiln-{}.fatbin", nvcc::source_key(cuda, &targets)));
     if fatbin.exists() {
-        return Ok(fatbin);
+        return Ok((fatbin, holds));
     }
     std::fs::create_dir_all(&cache).map_err(|e| format!("creating {}: {e}", cache.display()))?;
     let nvcc_path = nvcc::find_nvcc(None, target, true)?;
     let started = Instant::now();
-    nvcc::compile(&nvcc_path, cuda, &fatbin, &[])?;
+    nvcc::compile(&nvcc_path, cuda, &targets, &fatbin, &[])?;
     // Only the current sources' fatbin is worth keeping.
     for old in std::fs::read_dir(&cache).into_iter().flatten().flatten().map(|e| e.path()) {
         if old != fatbin && old.extension().is_some_and(|e| e == "fatbin") {
@@ -137,10 +145,10 @@ fn build_cached(cuda: &Path, target: &Path) -> Result<PathBuf, String> {
         }
     }
     println!(
-        "cargo:warning=kiln-gpu: compiled the CUDA kernels with {} in {:.0} s (cached as {})",
+        "cargo:warning=kiln-gpu: compiled the CUDA kernels ({holds}) with {} in {:.0} s (cached as {})",
         nvcc_path.display(),
         started.elapsed().as_secs_f64(),
         fatbin.display()
     );
-    Ok(fatbin)
+    Ok((fatbin, holds))
 }

@@ -45,7 +45,10 @@ async fn status_and_metrics_over_http_and_grpc() {
     assert_eq!(families(&grpc_text), families(&text), "GetMetrics and /metrics expose the same families");
 
     let st = d.status_json().await;
-    assert_eq!(st["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(st["version"], kiln_daemon::version(), "the version and what the kernels are built for, as `kiln --version`");
+    assert!(st["version"].as_str().unwrap().starts_with(env!("CARGO_PKG_VERSION")), "{st:#}");
+    let backend = st["backend"].as_str().unwrap();
+    assert!(backend.starts_with(&crate::harness::backend()), "/status names the backend chosen at start and why: {backend:?}");
     assert!(st["listen"].as_str().unwrap().starts_with("unix:"), "{st:#}");
     assert_eq!(st["process"]["pid"], std::process::id(), "the daemon runs in this test's process");
     assert!(st["process"]["rss_bytes"].as_u64().unwrap() > 0, "{st:#}");

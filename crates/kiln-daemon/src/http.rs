@@ -17,9 +17,13 @@ use crate::metrics::Metrics;
 /// What `/status` serves: the daemon's identity and the engine's status.
 #[derive(Serialize)]
 struct StatusDoc {
+    /// `kiln --version`: the version and the GPUs its kernels are built for.
     version: &'static str,
     /// The gRPC listener, e.g. `unix:/run/kiln/kiln.sock`.
     listen: String,
+    /// The prover backend chosen at start and why, e.g. `gpu: GPU 0 ...`
+    /// or `cpu (16 threads): no usable GPU: <the driver's error>`.
+    backend: String,
     /// The daemon process itself (RSS includes what the budget does not
     /// count: code, heap, the runtime), so a soak connected to a running
     /// daemon can compare it with the budget.
@@ -56,22 +60,25 @@ fn proc_status_kib(status: &str, name: &str) -> Option<u64> {
 struct AppState {
     engine: Engine,
     listen: String,
+    backend: String,
     metrics: Arc<Metrics>,
 }
 
-/// The router (exposed so tests can drive it without a socket).
-pub fn router(engine: Engine, listen: String, metrics: Arc<Metrics>) -> Router {
+/// The router (exposed so tests can drive it without a socket); `backend`
+/// is the backend choice and its reason, as logged at start.
+pub fn router(engine: Engine, listen: String, backend: String, metrics: Arc<Metrics>) -> Router {
     Router::new()
         .route("/status", get(status))
         .route("/metrics", get(metrics_text))
         .route("/", get(index))
-        .with_state(AppState { engine, listen, metrics })
+        .with_state(AppState { engine, listen, backend, metrics })
 }
 
 async fn status(State(s): State<AppState>) -> Json<StatusDoc> {
     Json(StatusDoc {
-        version: env!("CARGO_PKG_VERSION"),
+        version: crate::version(),
         listen: s.listen.clone(),
+        backend: s.backend.clone(),
         process: ProcessDoc::now(),
         engine: s.engine.status(),
     })

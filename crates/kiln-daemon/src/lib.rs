@@ -25,11 +25,12 @@ pub mod serve;
 mod sys;
 mod uds;
 
-/// `kiln --version`: the version and whether CUDA kernels are built in.
+/// `kiln --version`: the version and whether CUDA kernels are built in,
+/// for which GPUs.
 pub fn version() -> &'static str {
-    if kiln_gpu::HAS_KERNELS {
-        concat!(env!("CARGO_PKG_VERSION"), " (CUDA kernels built in: sm_90a + compute_90 PTX)")
-    } else {
-        concat!(env!("CARGO_PKG_VERSION"), " (no CUDA kernels: proves on the CPU only)")
-    }
+    static VERSION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    VERSION.get_or_init(|| match kiln_gpu::KERNEL_TARGETS {
+        Some(holds) if kiln_gpu::HAS_KERNELS => format!("{} (CUDA kernels built in: {holds})", env!("CARGO_PKG_VERSION")),
+        _ => format!("{} (no CUDA kernels: proves on the CPU only)", env!("CARGO_PKG_VERSION")),
+    })
 }

@@ -80,6 +80,7 @@ pub async fn start(config: DaemonConfig) -> Result<Running> {
         .await
         .context("choosing backends panicked")??;
     tracing::info!(backend = %chosen.why, "prover backend");
+    let backend_why = chosen.why.clone();
     if !kiln_gpu::HAS_KERNELS {
         tracing::warn!("this kiln was built without CUDA kernels: it proves on the CPU only (README: Build)");
     }
@@ -156,7 +157,7 @@ pub async fn start(config: DaemonConfig) -> Result<Running> {
     let (status, http_task) = match status_listener {
         Some(listener) => {
             let local = listener.local_addr()?;
-            let app = crate::http::router(engine.clone(), grpc.to_string(), metrics.clone());
+            let app = crate::http::router(engine.clone(), grpc.to_string(), backend_why.clone(), metrics.clone());
             let stopped = stopped();
             let task = tokio::spawn(async move { crate::http::serve(listener, app, stopped).await.context("status server") });
             (Some(local), Some(task))

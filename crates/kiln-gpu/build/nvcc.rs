@@ -19,9 +19,51 @@ pub const WHEELS: &[&str] = &[
     "nvidia-cuda-cccl==13.0.*",
 ];
 
-/// Hopper machine code plus compute_90 PTX (a later GPU JIT-compiles it).
-pub const ARCH_FLAGS: &[&str] = &["-gencode=arch=compute_90a,code=sm_90a", "-gencode=arch=compute_90,code=compute_90"];
-const FLAGS: &[&str] = &["-fatbin", "-O3", "-std=c++17"];
+/// The GPUs the kernels are compiled for, as machine code: Ampere (A100,
+/// RTX 30xx), Ada (RTX 40xx, L40S), Hopper (H100/H200, with its
+/// architecture-specific features), Blackwell data-center and consumer
+/// (B200, RTX 50xx). `$KILN_CUDA_ARCHS` (a comma list of these) narrows it,
+/// for a quicker build that runs on fewer GPUs.
+pub const TARGETS: &[&str] = &["sm_80", "sm_86", "sm_89", "sm_90a", "sm_100", "sm_120"];
+/// PTX for the oldest target, which the driver JIT-compiles for any later
+/// GPU none of the machine code fits.
+pub const PTX: &str = "compute_80";
+/// The variable that narrows [`TARGETS`].
+pub const ARCHS_ENV: &str = "KILN_CUDA_ARCHS";
+const FLAGS: &[&str] = &["-fatbin", "-O3", "-std=c++17", "--threads", "0"];
+
+/// The machine-code targets of this build: [`TARGETS`], or those
+/// `$KILN_CUDA_ARCHS` names (each must be one of them).
+pub fn targets() -> Result<Vec<&'static str>, String> {
+    parse_targets(std::env::var(ARCHS_ENV).ok().as_deref())
+}
+
+/// [`targets`] for a given value of `$KILN_CUDA_ARCHS`.
+pub fn parse_targets(value: Option<&str>) -> Result<Vec<&'static str>, String> {
+    let Some(wanted) = value.filter(|v| !v.trim().is_empty()) else {
+        return Ok(TARGETS.to_vec());
+    };
+    wanted
+        .split(',')
+        .map(|w| {
+            let w = w.trim();
+            TARGETS.iter().copied().find(|t| *t == w).ok_or_else(|| format!("{ARCHS_ENV}={wanted:?}: {w:?} is not one of {}", TARGETS.join(", ")))
+        })
+        .collect()
+}
+
+/// nvcc's `-gencode` arguments for `targets` plus the PTX.
+pub fn arch_flags(targets: &[&str]) -> Vec<String> {
+    let mut flags: Vec<String> = targets.iter().map(|sm| format!("-gencode=arch={},code={sm}", sm.replacen("sm_", "compute_", 1))).collect();
+    flags.push(format!("-gencode=arch={PTX},code={PTX}"));
+    flags
+}
+
+/// What a fatbin of `targets` holds, in words (for `kiln --version` and
+/// the error when a GPU cannot load it).
+pub fn describe(targets: &[&str]) -> String {
+    format!("{} + {PTX} PTX", targets.join(" "))
+}
 
 fn works(nvcc: &Path) -> bool {
     Command::new(nvcc).arg("--version").output().map(|o| o.status.success()).unwrap_or(false)
@@ -96,16 +138,17 @@ pub fn sources(cuda: &Path) -> Vec<PathBuf> {
     all
 }
 
-/// A name for this exact build of the kernels: FNV-1a over the flags and
-/// every source file's name and bytes (a cache key, not a security hash).
-pub fn source_key(cuda: &Path) -> String {
+/// A name for this exact build of the kernels: FNV-1a over the flags, the
+/// targets and every source file's name and bytes (a cache key, not a
+/// security hash).
+pub fn source_key(cuda: &Path, targets: &[&str]) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |bytes: &[u8]| {
         for b in bytes {
             h = (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
         }
     };
-    for flag in FLAGS.iter().chain(ARCH_FLAGS) {
+    for flag in FLAGS.iter().map(|f| f.to_string()).chain(arch_flags(targets)) {
         eat(flag.as_bytes());
     }
     for path in sources(cuda) {
@@ -115,14 +158,14 @@ pub fn source_key(cuda: &Path) -> String {
     format!("{h:016x}")
 }
 
-/// Compiles `cuda/kiln.cu` into `out` (written under a temporary name and
-/// renamed, so a reader never sees part of it); `extra` are more nvcc
-/// arguments (e.g. `--ptxas-options=-v`).
-pub fn compile(nvcc: &Path, cuda: &Path, out: &Path, extra: &[&str]) -> Result<(), String> {
+/// Compiles `cuda/kiln.cu` for `targets` into `out` (written under a
+/// temporary name and renamed, so a reader never sees part of it); `extra`
+/// are more nvcc arguments (e.g. `--ptxas-options=-v`).
+pub fn compile(nvcc: &Path, cuda: &Path, targets: &[&str], out: &Path, extra: &[&str]) -> Result<(), String> {
     let tmp = out.with_extension(format!("tmp-{}", std::process::id()));
     let output = Command::new(nvcc)
         .args(FLAGS)
-        .args(ARCH_FLAGS)
+        .args(arch_flags(targets))
         .args(extra)
         .arg("-o")
         .arg(&tmp)

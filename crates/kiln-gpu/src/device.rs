@@ -67,7 +67,18 @@ impl GpuDevice {
                 ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
             ),
         };
-        let k = Kernels::load(&ctx, fatbin)?;
+        let (major, minor) = info.compute_capability;
+        let k = Kernels::load(&ctx, fatbin).map_err(|e| match e {
+            GpuError::Cuda(source) => GpuError::KernelsDoNotLoad {
+                ordinal,
+                name: info.name.clone(),
+                major,
+                minor,
+                holds: if std::env::var_os("KILN_KERNELS_FILE").is_some() { "the file KILN_KERNELS_FILE names" } else { crate::KERNEL_TARGETS.unwrap_or("no GPU") },
+                source,
+            },
+            other => other,
+        })?;
         Ok(Self { ctx, k, info, ntt_tables: Mutex::new(HashMap::new()) })
     }
 

@@ -1,8 +1,8 @@
 //! kiln-gpu: BLS12-381 NTT and MSM on CUDA GPUs, for kiln's Groth16 GPU backend.
 //!
 //! Kernels live in this crate's `cuda/` (CUDA C++, templated on field and curve) and are
-//! built by `cargo xtask kernels` into a fatbin (sm_90a machine code plus
-//! compute_90 PTX) that this crate embeds at build time; without it the crate
+//! built by `cargo xtask kernels` into a fatbin (machine code for sm_80 to
+//! sm_120 plus compute_80 PTX, see [`KERNEL_TARGETS`]) that this crate embeds at build time; without it the crate
 //! still builds and [`GpuDevice::open`] returns [`GpuError::NoKernels`].
 //!
 //! Data stays in blstrs' memory layout on both sides (Montgomery limbs,
@@ -57,3 +57,8 @@ pub use stream::PointStreamer;
 /// before building). Without them every device operation fails with
 /// [`GpuError::NoKernels`].
 pub const HAS_KERNELS: bool = cfg!(kiln_kernels);
+
+/// The GPUs the embedded kernels have code for, in words, e.g. `sm_80
+/// sm_86 sm_89 sm_90a sm_100 sm_120 + compute_80 PTX` (`None` without
+/// kernels). The build's `KILN_CUDA_ARCHS` narrows the machine code.
+pub const KERNEL_TARGETS: Option<&str> = option_env!("KILN_KERNEL_TARGETS");
