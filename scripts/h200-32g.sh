@@ -2,7 +2,8 @@
 # The production-size run of docs/BENCHMARKS.md ("32 GiB on the H200"), on a
 # GPU machine without Rust. Carried there in one directory (built on a build
 # machine, see the section's "How"):
-#   bench-filecoin, bench-latency, kiln, gpu_check, gpu_test (gzipped binaries)
+#   bench-filecoin, bench-latency, kiln, gpu_check (gzipped binaries), gpu_test
+#   (the kiln-groth16 `gpu` test binary: cargo test --release -p kiln-groth16 --test gpu --no-run)
 #   in2k/*.json     2 KiB payloads (cargo xtask gen-vanilla --sector-size 2KiB --sparse)
 #   in32/*.json.gz  32 GiB payloads (cargo xtask gen-vanilla --sector-size 32GiB)
 # Steps (each skippable, the machine's time is short):
@@ -118,25 +119,27 @@ for step in "$@"; do
     KILN_FAULTS="start_err=0.1,finish_err=0.1,wrong=0.1,seed=11" KILN_ENGINE_PARTITION_RETRIES=6 KILN_ENGINE_QUARANTINE_AFTER_FAULTS=0 \
       ./kiln serve --listen "unix:$sock" --synthetic-params-dir /tmp/kiln-syn > "$OUT/faults-serve.log" 2>&1 & sp=$!
     sleep 4
+    jobs=/tmp/kiln-faults-jobs; rm -rf $jobs; mkdir -p $jobs
     clients=()
     for w in 0 1 2 3; do ( for i in $(seq $w 4 23); do
-        timeout $(lim 200) ./kiln prove --addr "unix:$sock" --kind synthetic --log-size 16 --partitions 2 > "$OUT/faults-job$i.txt" 2>&1; echo "job $i rc=$?" >> "$OUT/faults-jobs.txt"
+        RUST_BACKTRACE=0 timeout $(lim 200) ./kiln prove --addr "unix:$sock" --kind synthetic --log-size 16 --partitions 2 > "$jobs/$i.txt" 2>&1; echo "job $i rc=$?" >> "$jobs/$i.txt"
       done ) & clients+=($!); done
     wait "${clients[@]}"
     sleep 1
-    echo "completed: $(cat $OUT/faults-job*.txt | grep -c ^COMPLETED) failed: $(cat $OUT/faults-job*.txt | grep -c -E '^Error|FAILED')"
+    for i in $(seq 0 23); do echo "== job $i"; cut -c1-300 "$jobs/$i.txt"; done > "$OUT/faults-jobs.txt"
+    echo "completed: $(grep -c ^COMPLETED "$OUT/faults-jobs.txt") failed: $(grep -c -E '^Error|FAILED' "$OUT/faults-jobs.txt")"
     ./kiln metrics --addr "unix:$sock" > "$OUT/faults-metrics.txt" 2>&1
     grep -E "^kiln_backend_faults_total|^kiln_backend_quarantined|^kiln_provers_usable|^kiln_jobs_total|^kiln_partition_retries|verif" "$OUT/faults-metrics.txt" | head -20
     grep -E "FAULTS INJECTED" "$OUT/faults-serve.log" | head -2 | cut -c1-300
     kill -TERM $sp; wait $sp; echo "serve rc=$?"
     # a hang: the watchdog cuts it short, quarantines the only GPU, the daemon exits non-zero
     for fault in hang=1 sticky_after=2; do
-      rm -f $sock
-      KILN_FAULTS="$fault,seed=3" ./kiln serve --listen "unix:$sock" --synthetic-params-dir /tmp/kiln-syn > "$OUT/faults-serve-$fault.log" 2>&1 & sp=$!
+      rm -f $sock; name=${fault%%=*}
+      KILN_FAULTS="$fault,seed=3" ./kiln serve --listen "unix:$sock" --synthetic-params-dir /tmp/kiln-syn > "$OUT/faults-serve-$name.log" 2>&1 & sp=$!
       sleep 4; t1=$(date +%s)
-      for i in 1 2 3 4; do timeout $(lim 120) ./kiln prove --addr "unix:$sock" --kind synthetic --log-size 16 2>&1 | head -c 400; echo " (rc=${PIPESTATUS[0]})"; done > "$OUT/faults-$fault.txt"
-      timeout $(lim 60) tail --pid=$sp -f /dev/null; wait $sp; echo "$fault: serve rc=$? after $(( $(date +%s) - t1 )) s"; cut -c1-200 "$OUT/faults-$fault.txt"
-      grep -iE "quarantin|no prover|watchdog" "$OUT/faults-serve-$fault.log" | head -4 | cut -c1-300
+      for i in 1 2 3 4; do RUST_BACKTRACE=0 timeout $(lim 120) ./kiln prove --addr "unix:$sock" --kind synthetic --log-size 16 2>&1 | head -c 400; echo " (rc=${PIPESTATUS[0]})"; done > "$OUT/faults-$name.txt"
+      timeout $(lim 60) tail --pid=$sp -f /dev/null; wait $sp; echo "$fault: serve rc=$? after $(( $(date +%s) - t1 )) s"; cut -c1-160 "$OUT/faults-$name.txt"
+      grep -iE "quarantin|no prover|watchdog" "$OUT/faults-serve-$name.log" | head -3 | cut -c1-240
     done
     unset KILN_ENGINE_PROVER_WATCHDOG_SECS KILN_ENGINE_PROVER_WATCHDOG_FACTOR
     ;;

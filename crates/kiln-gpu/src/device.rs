@@ -20,6 +20,10 @@ pub struct DeviceInfo {
     pub total_memory: usize,
     pub sm_count: u32,
     pub compute_capability: (i32, i32),
+    /// Which of the fatbin's codes the driver loaded, e.g. `sm_90 machine
+    /// code` or `compute_80 PTX, JIT-compiled` (a GPU newer than every
+    /// machine-code target, or `CUDA_FORCE_PTX_JIT=1`).
+    pub kernel_code: String,
 }
 
 /// One opened GPU with kiln's kernels loaded. `Send + Sync`: share it
@@ -66,6 +70,7 @@ impl GpuDevice {
                 ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
                 ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
             ),
+            kernel_code: String::new(),
         };
         let (major, minor) = info.compute_capability;
         let k = Kernels::load(&ctx, fatbin).map_err(|e| match e {
@@ -79,6 +84,8 @@ impl GpuDevice {
             },
             other => other,
         })?;
+        let mut info = info;
+        info.kernel_code = kernel_code(k.ptx_and_binary_version()?);
         Ok(Self { ctx, k, info, ntt_tables: Mutex::new(HashMap::new()) })
     }
 
@@ -108,6 +115,19 @@ impl GpuDevice {
     }
 }
 
+/// Names the code a kernel was loaded from, given its (PTX, binary)
+/// versions as the driver reports them (`90` for sm_90): machine code
+/// compiled from PTX of its own version, or PTX of an older virtual
+/// architecture that the driver JIT-compiled at load.
+fn kernel_code((ptx, binary): (i32, i32)) -> String {
+    let v = |n: i32| format!("{}{}", n / 10, n % 10);
+    if ptx == binary {
+        format!("sm_{} machine code", v(binary))
+    } else {
+        format!("compute_{} PTX, JIT-compiled for sm_{}", v(ptx), v(binary))
+    }
+}
+
 /// The device time of the work queued on a stream between [`begin`] and
 /// [`end`], from CUDA events: what the GPU spent, not what the host waited.
 ///
@@ -134,4 +154,17 @@ impl<'a> DeviceSpan<'a> {
 
 fn record(stream: &GpuStream) -> Result<cudarc::driver::CudaEvent, GpuError> {
     Ok(stream.record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kernel_code;
+
+    #[test]
+    fn kernel_code_names_machine_code_or_jit_compiled_ptx() {
+        assert_eq!(kernel_code((90, 90)), "sm_90 machine code");
+        assert_eq!(kernel_code((86, 86)), "sm_86 machine code");
+        assert_eq!(kernel_code((80, 90)), "compute_80 PTX, JIT-compiled for sm_90");
+        assert_eq!(kernel_code((80, 121)), "compute_80 PTX, JIT-compiled for sm_121");
+    }
 }

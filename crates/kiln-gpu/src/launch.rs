@@ -67,6 +67,13 @@ macro_rules! kernels {
                 let module = ctx.load_module(Ptx::from_binary(fatbin))?;
                 Ok(Self { $($field: module.load_function(concat!("kiln_", stringify!($field)))?,)* })
             }
+
+            /// The (PTX, binary) versions the first kernel was loaded with
+            /// (the driver loads one code of the fatbin for all of them).
+            pub fn ptx_and_binary_version(&self) -> Result<(i32, i32), GpuError> {
+                let f = [$(&self.$field),*][0];
+                Ok((f.ptx_version()?, f.binary_version()?))
+            }
         }
     };
 }

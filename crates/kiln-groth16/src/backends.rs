@@ -204,7 +204,7 @@ fn open_gpus(options: &BackendOptions) -> Result<Result<Backends, String>, Backe
                     ctx.set_stream_chunk_bytes(options.placement.stream_chunk_bytes);
                     let i = ctx.device().info();
                     let (major, minor) = i.compute_capability;
-                    names.push(format!("GPU {} {} (sm_{major}{minor}, {} SMs, {} GiB)", i.ordinal, i.name, i.sm_count, i.total_memory >> 30));
+                    names.push(format!("GPU {} {} (sm_{major}{minor}, {} SMs, {} GiB; kernels: {})", i.ordinal, i.name, i.sm_count, i.total_memory >> 30, i.kernel_code));
                 }
                 workers.extend(opened.into_iter().map(|w| Arc::new(w) as Arc<dyn ProverBackend>));
             }
