@@ -13,6 +13,7 @@
 //! | `wrong` | `wait` returns a corrupted result (the H MSM is off by the generator) | a silent miscomputation: the proof does not verify, so `finish` refuses it |
 //! | `hang` | `wait` never returns until [`FaultyBackend::release_hangs`] | a kernel that never finishes |
 //! | `sticky_after=N` | from call N on (0-based), every call fails with [`ProveError::DeviceLost`], and so does every `wait` still pending | an Xid: the device is gone until reset |
+//! | `faulty_for=N` | only the first N calls (0-based, per device) draw faults; later ones are clean | a transient fault that passes |
 //! | `seed` | the RNG's seed (default 0) | |
 //!
 //! In code: `FaultPlan::default().start_err(0.1).sticky_after(20)`. From the
@@ -51,6 +52,9 @@ pub struct FaultPlan {
     /// From this call on (0-based, counted per device) every call fails
     /// for good: [`ProveError::DeviceLost`].
     pub sticky_after: Option<u64>,
+    /// Only a device's first N calls draw faults; later calls are clean
+    /// (a device that recovers, as after a transient fault).
+    pub faulty_for: Option<u64>,
     pub seed: u64,
 }
 
@@ -73,6 +77,10 @@ impl FaultPlan {
     }
     pub fn sticky_after(mut self, calls: u64) -> Self {
         self.sticky_after = Some(calls);
+        self
+    }
+    pub fn faulty_for(mut self, calls: u64) -> Self {
+        self.faulty_for = Some(calls);
         self
     }
     pub fn seed(mut self, seed: u64) -> Self {
@@ -131,8 +139,9 @@ impl FromStr for FaultPlan {
                 "wrong" => plan.wrong = prob()?,
                 "hang" => plan.hang = prob()?,
                 "sticky_after" => plan.sticky_after = Some(count()?),
+                "faulty_for" => plan.faulty_for = Some(count()?),
                 "seed" => plan.seed = count()?,
-                other => return Err(format!("unknown key {other:?} (known: start_err, finish_err, wrong, hang, sticky_after, seed)")),
+                other => return Err(format!("unknown key {other:?} (known: start_err, finish_err, wrong, hang, sticky_after, faulty_for, seed)")),
             }
         }
         plan.check()?;
@@ -145,6 +154,9 @@ impl fmt::Display for FaultPlan {
         write!(f, "start_err={},finish_err={},wrong={},hang={}", self.start_err, self.finish_err, self.wrong, self.hang)?;
         if let Some(n) = self.sticky_after {
             write!(f, ",sticky_after={n}")?;
+        }
+        if let Some(n) = self.faulty_for {
+            write!(f, ",faulty_for={n}")?;
         }
         write!(f, ",seed={}", self.seed)
     }
@@ -210,6 +222,8 @@ impl FaultState {
         let fault = if p.sticky_after.is_some_and(|k| n >= k) || self.lost.load(Ordering::SeqCst) {
             self.lost.store(true, Ordering::SeqCst);
             Fault::Sticky
+        } else if p.faulty_for.is_some_and(|k| n >= k) {
+            Fault::None
         } else {
             let u: f64 = self.rng.lock().gen();
             let mut edge = 0.0;
@@ -382,8 +396,8 @@ mod tests {
 
     #[test]
     fn plans_parse_and_print() {
-        let p: FaultPlan = "start_err=0.1, finish_err=0.05,wrong=0.05,hang=0.02,sticky_after=7,seed=3".parse().unwrap();
-        assert_eq!(p, FaultPlan::default().start_err(0.1).finish_err(0.05).wrong(0.05).hang(0.02).sticky_after(7).seed(3));
+        let p: FaultPlan = "start_err=0.1, finish_err=0.05,wrong=0.05,hang=0.02,sticky_after=7,faulty_for=5,seed=3".parse().unwrap();
+        assert_eq!(p, FaultPlan::default().start_err(0.1).finish_err(0.05).wrong(0.05).hang(0.02).sticky_after(7).faulty_for(5).seed(3));
         assert_eq!(p.to_string().parse::<FaultPlan>().unwrap(), p);
         assert_eq!(FaultPlan::from_env_value(None).unwrap(), None);
         assert_eq!(FaultPlan::from_env_value(Some("  ")).unwrap(), None);
@@ -393,7 +407,7 @@ mod tests {
     #[test]
     fn bad_plans_say_what_is_wrong() {
         let err = |s: &str| FaultPlan::from_env_value(Some(s)).unwrap_err().0;
-        assert_eq!(err("oops=1"), "KILN_FAULTS=\"oops=1\": unknown key \"oops\" (known: start_err, finish_err, wrong, hang, sticky_after, seed)");
+        assert_eq!(err("oops=1"), "KILN_FAULTS=\"oops=1\": unknown key \"oops\" (known: start_err, finish_err, wrong, hang, sticky_after, faulty_for, seed)");
         assert_eq!(err("hang"), "KILN_FAULTS=\"hang\": \"hang\" is not key=value");
         assert_eq!(err("hang=x"), "KILN_FAULTS=\"hang=x\": hang=\"x\": not a number");
         assert_eq!(err("wrong=1.5"), "KILN_FAULTS=\"wrong=1.5\": wrong must be a probability in 0..=1, not 1.5");
@@ -413,5 +427,12 @@ mod tests {
         assert_eq!(state.draw(), Fault::Sticky);
         let c = *state.counts.lock();
         assert_eq!((c.calls, c.sticky), (1002, 2));
+    }
+
+    #[test]
+    fn faulty_for_n_calls_then_clean() {
+        let state = FaultState::new(FaultPlan::default().start_err(1.0).faulty_for(3), "dev".into());
+        let draws: Vec<Fault> = (0..6).map(|_| state.draw()).collect();
+        assert_eq!(draws, [Fault::StartErr, Fault::StartErr, Fault::StartErr, Fault::None, Fault::None, Fault::None]);
     }
 }

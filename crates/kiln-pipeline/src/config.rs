@@ -83,6 +83,13 @@ pub struct EngineConfig {
     /// device is lost) or a hang quarantines it at once. 0: only those do.
     /// Default 3.
     pub quarantine_after_faults: u32,
+    /// Seconds after which a device quarantined for faults in a row is
+    /// tried again (on probation: one more fault quarantines it again, for
+    /// twice as long, up to 8x; a verified proof clears it), while other
+    /// devices prove. A sticky fault or a hang stays quarantined until a
+    /// restart, and so does a device once no prover is left. 0: never.
+    /// Default 600.
+    pub quarantine_probation_secs: f64,
     /// Threads that assemble and verify bulk proofs off the GPU workers
     /// (one more always takes only critical ones). Default 2.
     pub finalizer_threads: usize,
@@ -172,6 +179,7 @@ impl Default for EngineConfig {
             prover_watchdog_secs: 60.0,
             prover_watchdog_factor: 10.0,
             quarantine_after_faults: 3,
+            quarantine_probation_secs: 600.0,
             finalizer_threads: 2,
             memory_budget_bytes: None,
             memory_margin_bytes: 4 << 30,
@@ -216,6 +224,9 @@ impl EngineConfig {
         }
         if !(self.prover_watchdog_secs.is_finite() && self.prover_watchdog_secs >= 0.0) {
             return Err(format!("prover_watchdog_secs must be 0 (off) or a positive number of seconds, not {}", self.prover_watchdog_secs));
+        }
+        if !(self.quarantine_probation_secs.is_finite() && self.quarantine_probation_secs >= 0.0) {
+            return Err(format!("quarantine_probation_secs must be a number of seconds, not {}", self.quarantine_probation_secs));
         }
         if !(self.prover_watchdog_factor.is_finite() && self.prover_watchdog_factor >= 1.0) {
             return Err(format!("prover_watchdog_factor must be a number of at least 1, not {}", self.prover_watchdog_factor));

@@ -7,10 +7,13 @@
 //! (`ProveError::DeviceLost`: an Xid), when a wait on it outlives the
 //! watchdog (a hang), or after `quarantine_after_faults` prover faults in a
 //! row (errors, panics, proofs that did not verify). Its partitions are
-//! retried on the other devices. When every device is quarantined there is
-//! no prover left: the engine fails its jobs saying so and refuses new
-//! ones, and the daemon exits so that its supervisor restarts it (a reset
-//! GPU comes back with the process).
+//! retried on the other devices. A device quarantined for faults in a row
+//! (its context intact) is tried again after `quarantine_probation_secs`,
+//! on probation: one more fault quarantines it again for twice as long (up
+//! to 8x), a verified proof clears it. When every device is quarantined
+//! there is no prover left: the engine fails its jobs saying so and refuses
+//! new ones, and the daemon exits so that its supervisor restarts it (a
+//! reset GPU comes back with the process); no device returns after that.
 //!
 //! The watchdog's limit for a partition on a device is
 //! `max(prover_watchdog_secs, prover_watchdog_factor x the median of the
@@ -20,7 +23,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -44,6 +47,9 @@ pub(crate) enum FaultKind {
     Hang,
 }
 
+/// Probation waits grow to at most this many times the configured one.
+const MAX_PROBATION_FACTOR: u32 = 8;
+
 /// One device's record.
 #[derive(Default)]
 struct Device {
@@ -52,6 +58,25 @@ struct Device {
     faults: u64,
     watchdog_expiries: u64,
     quarantined: Option<String>,
+    /// When a device quarantined for faults in a row is tried again.
+    probation_at: Option<Instant>,
+    /// The next probation wait, as a multiple of the configured one.
+    probation_factor: u32,
+    /// Back from quarantine, not yet with a verified proof.
+    on_probation: bool,
+    returns: u64,
+}
+
+/// Where a quarantined worker's device stands.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Probation {
+    /// Not quarantined (any more): the worker takes work again.
+    Back,
+    /// Quarantined until this moment, then tried again.
+    At(Instant),
+    /// Quarantined until a restart (a sticky fault, a hang, no prover left,
+    /// or probation off).
+    Never,
 }
 
 /// Health of every device behind the engine's prover workers.
@@ -65,6 +90,7 @@ pub(crate) struct Health {
     floor: Duration,
     factor: f64,
     after_faults: u32,
+    probation: Duration,
 }
 
 struct State {
@@ -86,7 +112,7 @@ pub(crate) struct Verdict {
 }
 
 /// A device as `/status` shows it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DeviceHealth {
     /// `ProverBackend::device` ("gpu0", "cpu").
     pub device: String,
@@ -99,10 +125,17 @@ pub struct DeviceHealth {
     pub consecutive_faults: u32,
     /// Waits the watchdog cut short.
     pub watchdog_expiries: u64,
+    /// Quarantined for faults in a row: seconds until it is tried again.
+    pub probation_in_secs: Option<f64>,
+    /// Back from quarantine without a verified proof yet: one more fault
+    /// quarantines it again.
+    pub on_probation: bool,
+    /// Times it came back from quarantine.
+    pub returns: u64,
 }
 
 /// The provers' health, for `/status`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ProverHealth {
     pub devices: Vec<DeviceHealth>,
     /// Devices not quarantined.
@@ -134,6 +167,7 @@ impl Health {
             floor: Duration::from_secs_f64(config.prover_watchdog_secs.max(0.0)),
             factor: config.prover_watchdog_factor.max(0.0),
             after_faults: config.quarantine_after_faults,
+            probation: Duration::from_secs_f64(config.quarantine_probation_secs.max(0.0)),
         }
     }
 
@@ -163,7 +197,13 @@ impl Health {
     pub(crate) fn succeeded(&self, worker: usize, srs_id: &str, took: Duration) {
         let d = self.worker_device[worker];
         let mut s = self.state.lock();
-        s.devices[d].consecutive = 0;
+        let dev = &mut s.devices[d];
+        dev.consecutive = 0;
+        if dev.on_probation {
+            dev.on_probation = false;
+            dev.probation_factor = 1;
+            tracing::info!(device = %dev.name, "prover device proved again: off probation");
+        }
         let times = s.times.entry((d, srs_id.to_string())).or_default();
         if times.len() == HISTORY {
             times.pop_front();
@@ -204,6 +244,7 @@ impl Health {
         let why = match kind {
             FaultKind::Sticky => Some(format!("a sticky fault: {message}")),
             FaultKind::Hang => Some(format!("a hang: {message}")),
+            FaultKind::Error if dev.on_probation => Some(format!("a fault on probation: {message}")),
             FaultKind::Error if self.after_faults > 0 && dev.consecutive >= self.after_faults => {
                 Some(format!("{} prover faults in a row, the last: {message}", dev.consecutive))
             }
@@ -213,8 +254,18 @@ impl Health {
             return Verdict { quarantined_now: None, quarantined: false, no_prover_now: None };
         };
         dev.quarantined = Some(why.clone());
+        dev.on_probation = false;
+        // Errors leave the device's context usable: try it again later.
+        // After a sticky fault or a hang it may never answer again.
+        dev.probation_at = (kind == FaultKind::Error && !self.probation.is_zero()).then(|| {
+            let factor = dev.probation_factor.clamp(1, MAX_PROBATION_FACTOR);
+            dev.probation_factor = (factor * 2).min(MAX_PROBATION_FACTOR);
+            Instant::now() + self.probation * factor
+        });
         self.quarantined[d].store(true, Ordering::Release);
         let no_prover_now = if s.devices.iter().all(|d| d.quarantined.is_some()) && s.no_prover.is_none() {
+            // The process ends (and restarts): no device comes back.
+            s.devices.iter_mut().for_each(|d| d.probation_at = None);
             let each: Vec<String> = s.devices.iter().map(|d| format!("{}: {}", d.name, d.quarantined.as_deref().unwrap_or(""))).collect();
             let why = format!("no prover is left: every prover device is quarantined ({}); kiln must be restarted", each.join("; "));
             s.no_prover = Some(why.clone());
@@ -223,6 +274,36 @@ impl Health {
             None
         };
         Verdict { quarantined_now: Some(why), quarantined: true, no_prover_now }
+    }
+
+    /// Where `worker`'s device stands; a device whose probation is due is
+    /// taken back into service here (by the first of its workers to ask).
+    pub(crate) fn probation(&self, worker: usize) -> Probation {
+        let d = self.worker_device[worker];
+        let mut s = self.state.lock();
+        if s.no_prover.is_some() {
+            return Probation::Never;
+        }
+        let after_faults = self.after_faults;
+        let dev = &mut s.devices[d];
+        if dev.quarantined.is_none() {
+            return Probation::Back;
+        }
+        match dev.probation_at {
+            None => Probation::Never,
+            Some(at) if Instant::now() < at => Probation::At(at),
+            Some(_) => {
+                let why = dev.quarantined.take().unwrap_or_default();
+                dev.probation_at = None;
+                dev.on_probation = true;
+                // One more fault in a row quarantines it again.
+                dev.consecutive = after_faults.saturating_sub(1);
+                dev.returns += 1;
+                self.quarantined[d].store(false, Ordering::Release);
+                tracing::warn!(device = %dev.name, quarantined_for = %why, "prover device back from quarantine, on probation");
+                Probation::Back
+            }
+        }
     }
 
     pub(crate) fn status(&self) -> ProverHealth {
@@ -236,6 +317,9 @@ impl Health {
                 faults: d.faults,
                 consecutive_faults: d.consecutive,
                 watchdog_expiries: d.watchdog_expiries,
+                probation_in_secs: d.probation_at.map(|at| at.saturating_duration_since(Instant::now()).as_secs_f64()),
+                on_probation: d.on_probation,
+                returns: d.returns,
             })
             .collect();
         ProverHealth {
@@ -251,7 +335,17 @@ mod tests {
     use super::*;
 
     fn health(after_faults: u32) -> Health {
-        let cfg = EngineConfig { prover_watchdog_secs: 1.0, prover_watchdog_factor: 5.0, quarantine_after_faults: after_faults, ..Default::default() };
+        health_with_probation(after_faults, 600.0)
+    }
+
+    fn health_with_probation(after_faults: u32, probation_secs: f64) -> Health {
+        let cfg = EngineConfig {
+            prover_watchdog_secs: 1.0,
+            prover_watchdog_factor: 5.0,
+            quarantine_after_faults: after_faults,
+            quarantine_probation_secs: probation_secs,
+            ..Default::default()
+        };
         let workers = [("gpu0".into(), Takes::Only(Lane::Bulk)), ("gpu1".into(), Takes::Only(Lane::Bulk)), ("gpu0".into(), Takes::Only(Lane::Critical))];
         Health::new(&workers, &cfg)
     }
@@ -291,5 +385,53 @@ mod tests {
         let s = h.status();
         assert_eq!((s.usable_devices, s.devices[1].watchdog_expiries, s.devices[0].faults), (0, 1, 4));
         assert_eq!(h.no_prover_left(), Some(why));
+    }
+
+    #[test]
+    fn a_device_quarantined_for_faults_comes_back_on_probation() {
+        let h = health_with_probation(2, 0.05);
+        h.fault(0, FaultKind::Error, "e1");
+        assert!(h.fault(0, FaultKind::Error, "e2").quarantined_now.is_some());
+        let Probation::At(at) = h.probation(2) else { panic!("a probation is due") };
+        assert!(at > Instant::now() && h.is_quarantined(0));
+        assert!(h.status().devices[0].probation_in_secs.unwrap() <= 0.05);
+        std::thread::sleep(Duration::from_millis(60));
+        assert_eq!(h.probation(2), Probation::Back, "any worker of the device takes it back");
+        assert!(!h.is_quarantined(0) && h.lane_served(Lane::Critical));
+        assert_eq!(h.probation(0), Probation::Back);
+        let d = &h.status().devices[0];
+        assert!((d.on_probation, d.returns, d.quarantined.is_none(), d.probation_in_secs.is_none()) == (true, 1, true, true), "{d:?}");
+
+        // One fault on probation quarantines it again, for twice as long.
+        let v = h.fault(0, FaultKind::Error, "e3");
+        assert_eq!(v.quarantined_now.as_deref(), Some("a fault on probation: e3"));
+        let wait = h.status().devices[0].probation_in_secs.unwrap();
+        assert!(wait > 0.05 && wait <= 0.1, "{wait}");
+        std::thread::sleep(Duration::from_millis(110));
+        assert_eq!(h.probation(0), Probation::Back);
+        // A verified proof ends the probation: faults count from zero again.
+        h.succeeded(0, "p", Duration::from_millis(1));
+        assert!(!h.status().devices[0].on_probation);
+        assert!(h.fault(0, FaultKind::Error, "e4").quarantined_now.is_none());
+    }
+
+    #[test]
+    fn sticky_faults_hangs_and_no_prover_left_are_for_good() {
+        let h = health_with_probation(1, 0.01);
+        h.fault(1, FaultKind::Sticky, "xid");
+        assert_eq!(h.probation(1), Probation::Never);
+        assert!(h.status().devices[1].probation_in_secs.is_none());
+        // The last device quarantined for an error: no prover is left, and
+        // its probation is cancelled (the daemon restarts instead).
+        assert!(h.fault(0, FaultKind::Error, "e").no_prover_now.is_some());
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(h.probation(0), Probation::Never);
+        assert!(h.is_quarantined(0));
+        let off = health_with_probation(1, 0.0);
+        off.fault(0, FaultKind::Error, "e");
+        assert_eq!(off.probation(0), Probation::Never, "probation off");
+        let h = health_with_probation(1, 0.01);
+        h.fault(0, FaultKind::Hang, "no answer");
+        assert_eq!(h.probation(0), Probation::Never);
     }
 }

@@ -113,7 +113,8 @@ pub struct GpuWorkerStatus {
     pub backend: String,
     /// The device it runs on ("cpu", "gpu0"): faults and quarantine are per device.
     pub device: String,
-    /// Its device is quarantined: the worker has stopped.
+    /// Its device is quarantined: the worker waits for its probation, or
+    /// has stopped.
     pub quarantined: bool,
     /// The job whose partition it is proving now.
     pub current_job_id: Option<String>,
@@ -210,6 +211,8 @@ impl EngineStatus {
             pr.devices.iter().map(|d| (device(d), d.faults)).collect())?;
         f.counter("kiln_prover_watchdog_expiries", "Partitions whose prover gave no answer within the watchdog's limit, per device.",
             pr.devices.iter().map(|d| (device(d), d.watchdog_expiries)).collect())?;
+        f.counter("kiln_backend_returns", "Times a device quarantined for faults in a row came back into service on probation.",
+            pr.devices.iter().map(|d| (device(d), d.returns)).collect())?;
         f.gauge("kiln_provers_usable", "Prover devices not quarantined; 0 means no prover is left (jobs fail, the daemon exits).",
             one(pr.usable_devices as u64))?;
         f.gauge("kiln_srs_bytes", "Size of each known parameter set, by tier.",

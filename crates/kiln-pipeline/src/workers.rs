@@ -26,7 +26,7 @@ use crate::buffers::{assignment_buffers, PartitionFootprint};
 use crate::counters::{Stage, StageGuard};
 use crate::admission::check_fits;
 use crate::engine::Shared;
-use crate::health::FaultKind;
+use crate::health::{FaultKind, Probation};
 use crate::job::{JobOutcome, Priority};
 use crate::jobs::{Job, Progress};
 use crate::lanes::Lane;
@@ -362,11 +362,43 @@ fn synthesize_partition(shared: &Arc<Shared>, task: PartitionTask) {
 /// those it `takes`; the CPU side of the start (the satisfaction check, a
 /// CPU backend's whole prover) runs in the partition's lane.
 ///
-/// Once its device is quarantined the worker stops (waiting for work or
-/// after the partition at hand). When no live worker takes one lane's
-/// partitions (the device that had the critical workers is gone), the
-/// others take them too.
+/// Once its device is quarantined the worker pauses (waiting for work or
+/// after the partition at hand) until the device's probation, or stops
+/// when it has none. When no live worker takes one lane's partitions (the
+/// device that had the critical workers is gone), the others take them too.
 pub(crate) fn gpu_worker(shared: Arc<Shared>, worker: usize, backend: Arc<dyn ProverBackend>, takes: Takes) {
+    loop {
+        prove_partitions(&shared, worker, &*backend, takes);
+        if !shared.health.is_quarantined(worker) {
+            return; // the engine stops
+        }
+        tracing::warn!(worker, backend = %backend.name(), "prover worker paused: its device is quarantined");
+        if !wait_for_probation(&shared, worker) {
+            tracing::warn!(worker, backend = %backend.name(), "prover worker stopped: its device is quarantined");
+            return;
+        }
+        tracing::info!(worker, backend = %backend.name(), "prover worker takes work again: its device is on probation");
+    }
+}
+
+/// Waits until `worker`'s device is back in service (true) or never will
+/// be, or the engine stops (false).
+fn wait_for_probation(shared: &Shared, worker: usize) -> bool {
+    loop {
+        if shared.is_stopping() {
+            return false;
+        }
+        match shared.health.probation(worker) {
+            Probation::Back => return true,
+            Probation::Never => return false,
+            // Short sleeps: a stopping engine is not kept waiting.
+            Probation::At(at) => std::thread::sleep(at.saturating_duration_since(Instant::now()).min(Duration::from_millis(100))),
+        }
+    }
+}
+
+/// The worker's loop until the engine stops or its device is quarantined.
+fn prove_partitions(shared: &Arc<Shared>, worker: usize, backend: &dyn ProverBackend, takes: Takes) {
     let quarantined = || shared.health.is_quarantined(worker);
     let wants = |p: Priority| !quarantined() && (takes.wants(p) || !shared.health.lane_served(Lane::of(p)));
     while let Some(item) = shared.gpu_queue.pop_unless(wants, quarantined, |it| {
@@ -393,7 +425,7 @@ pub(crate) fn gpu_worker(shared: Arc<Shared>, worker: usize, backend: Arc<dyn Pr
         // the pool when `prove_start` returns (or unwinds).
         let lane = Lane::of(job.priority);
         let result = shared.lanes.install(lane, || {
-            catch_unwind(AssertUnwindSafe(|| prove_start(&*backend, &params, assignment, Randomness::random(&mut rand::thread_rng()))))
+            catch_unwind(AssertUnwindSafe(|| prove_start(backend, &params, assignment, Randomness::random(&mut rand::thread_rng()))))
         });
         if lane == Lane::Critical {
             shared.lanes.trim_critical_pool();
@@ -408,17 +440,17 @@ pub(crate) fn gpu_worker(shared: Arc<Shared>, worker: usize, backend: Arc<dyn Pr
         let pending = match result {
             Ok(Ok(p)) => p,
             Ok(Err(e @ ProveError::Synth(SynthError::Unsatisfied { .. }))) if held.products_on_prover => {
-                redo_on_reference_path(&shared, &job, index, held, format!("partition {index}: {e}"));
+                redo_on_reference_path(shared, &job, index, held, format!("partition {index}: {e}"));
                 continue;
             }
             Ok(Err(e)) => {
-                prover_error(&shared, &job, index, held, worker, &e);
+                prover_error(shared, &job, index, held, worker, &e);
                 continue;
             }
             Err(p) => {
                 let name = backend.name();
                 let message = format!("partition {index}: the {name} backend panicked: {}", panic_message(&*p));
-                retry_device_fault(&shared, &job, index, held, worker, FaultKind::Error, message);
+                retry_device_fault(shared, &job, index, held, worker, FaultKind::Error, message);
                 continue;
             }
         };
@@ -431,9 +463,6 @@ pub(crate) fn gpu_worker(shared: Arc<Shared>, worker: usize, backend: Arc<dyn Pr
         let proving = Proving { job: job.clone(), index, pending, held, worker, start_took: took };
         let queued = shared.final_queue.push(job.priority, (job.seq, index), proving, || false, |_| {});
         drop(queued);
-    }
-    if quarantined() {
-        tracing::warn!(worker, backend = %backend.name(), "prover worker stopped: its device is quarantined");
     }
 }
 

@@ -96,12 +96,15 @@ proptest! {
     }
 }
 
-/// Faults of one device: each kind off or on, a sticky fault or none.
+/// Faults of one device: each kind off or on, a sticky fault or none,
+/// faults only in the first few calls (a device that recovers) or always.
 fn fault_plan() -> impl Strategy<Value = FaultPlan> {
-    (0u8..16, proptest::option::weighted(0.3, 0u64..8), any::<u64>()).prop_map(|(bits, sticky_after, seed)| {
-        let on = |bit: u8, p: f64| if bits & (1 << bit) != 0 { p } else { 0.0 };
-        FaultPlan { start_err: on(0, 0.2), finish_err: on(1, 0.1), wrong: on(2, 0.2), hang: on(3, 0.1), sticky_after, seed }
-    })
+    (0u8..16, proptest::option::weighted(0.3, 0u64..8), proptest::option::weighted(0.3, 1u64..6), any::<u64>()).prop_map(
+        |(bits, sticky_after, faulty_for, seed)| {
+            let on = |bit: u8, p: f64| if bits & (1 << bit) != 0 { p } else { 0.0 };
+            FaultPlan { start_err: on(0, 0.2), finish_err: on(1, 0.1), wrong: on(2, 0.2), hang: on(3, 0.1), sticky_after, faulty_for, seed }
+        },
+    )
 }
 
 proptest! {
@@ -114,6 +117,7 @@ proptest! {
         jobs in proptest::collection::vec((0usize..4, 1usize..4), 1..6),
         retries in 0u32..3,
         quarantine_after in 0u32..4,
+        probation in prop_oneof![Just(0.0), Just(600.0), 0.02f64..0.3],
     ) {
         ensure_params(10);
         let devices: Vec<Arc<FaultyBackend>> = plans
@@ -127,6 +131,7 @@ proptest! {
         let cfg = EngineConfig {
             partition_retries: retries,
             quarantine_after_faults: quarantine_after,
+            quarantine_probation_secs: probation,
             prover_watchdog_secs: 0.3,
             prover_watchdog_factor: 1.0,
             ..config(256 << 20)
@@ -164,8 +169,15 @@ proptest! {
         assert_idle(&engine);
         let injected: Vec<_> = devices.iter().map(|d| d.counts()).collect();
         let quarantined = s.provers.devices.iter().filter(|d| d.quarantined.is_some()).count();
+        let returns: u64 = s.provers.devices.iter().map(|d| d.returns).sum();
+        // Only a device quarantined for faults in a row comes back, and
+        // never once no prover is left.
+        for d in &s.provers.devices {
+            prop_assert!(d.returns == 0 || probation > 0.0, "{d:?}");
+            prop_assert!(d.probation_in_secs.is_none() || s.provers.no_prover_left.is_none(), "{d:?}");
+        }
         eprintln!(
-            "chaos-faults: devices={} jobs={} completed={} failed={} quarantined={quarantined} no_prover={} injected={injected:?}",
+            "chaos-faults: devices={} jobs={} completed={} failed={} quarantined={quarantined} returns={returns} no_prover={} injected={injected:?}",
             plans.len(), jobs.len(), s.jobs.completed, s.jobs.failed, s.provers.no_prover_left.is_some()
         );
         for d in &devices {

@@ -220,3 +220,56 @@ fn with_one_device_a_sticky_fault_fails_jobs_saying_no_prover_is_left() {
     assert_idle(&engine);
     eprintln!("sticky with 1 device: {:?}, {:.2} s", sticky.counts(), t.elapsed().as_secs_f64());
 }
+
+#[test]
+fn a_device_quarantined_for_faults_in_a_row_comes_back_on_probation() {
+    ensure_params(10);
+    let t = Instant::now();
+    // dev0 fails its first 2 calls, then recovers; dev1 is clean.
+    let flaky = faulty("dev0", FaultPlan::default().start_err(1.0).faulty_for(2));
+    let cfg = EngineConfig { quarantine_after_faults: 2, partition_retries: 2, quarantine_probation_secs: 1.0, ..fault_config() };
+    let engine = Engine::start(cfg, vec![flaky.clone() as Arc<dyn ProverBackend>, clean("dev1")]).unwrap();
+    let first = submit_all(&engine, "first", 4, 2);
+    let dev0 = || engine.status().provers.devices[0].clone();
+    let until = |what: &str, ok: &dyn Fn(&kiln_pipeline::DeviceHealth) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ok(&dev0()) {
+            assert!(Instant::now() < deadline, "dev0 never {what}: {:?}", dev0());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    until("quarantined", &|d| d.quarantined.is_some());
+    let d0 = dev0();
+    assert!(d0.quarantined.as_deref().is_some_and(|w| w.starts_with("2 prover faults in a row")), "{d0:?}");
+    assert!(d0.probation_in_secs.is_some_and(|s| s <= 1.0), "{d0:?}");
+    assert!(engine.metrics_text().lines().any(|l| l == r#"kiln_backend_quarantined{device="dev0"} 1"#));
+    expect_completed(&engine, &first);
+
+    // After its probation dev0 takes work again and proves it.
+    until("came back", &|d| d.returns == 1);
+    let calls_before = flaky.counts().calls;
+    let second = submit_all(&engine, "second", 6, 2);
+    expect_completed(&engine, &second);
+    let d0 = engine.status().provers.devices[0].clone();
+    assert_eq!((d0.quarantined.as_deref(), d0.returns, d0.on_probation), (None, 1, false), "{d0:?}");
+    assert!(flaky.counts().calls > calls_before, "dev0 proved again: {:?}", flaky.counts());
+    let metrics = engine.metrics_text();
+    assert!(metrics.lines().any(|l| l == r#"kiln_backend_quarantined{device="dev0"} 0"#), "{metrics}");
+    assert!(metrics.lines().any(|l| l == r#"kiln_backend_returns_total{device="dev0"} 1"#), "{metrics}");
+    assert!(metrics.lines().any(|l| l == "kiln_provers_usable 2"), "{metrics}");
+    assert_idle(&engine);
+    eprintln!("probation: {:?}, {:.2} s", flaky.counts(), t.elapsed().as_secs_f64());
+}
+
+#[test]
+fn shutdown_is_not_held_by_a_worker_waiting_for_its_probation() {
+    ensure_params(10);
+    let broken = faulty("dev0", FaultPlan::default().start_err(1.0));
+    let cfg = EngineConfig { quarantine_after_faults: 1, quarantine_probation_secs: 600.0, ..fault_config() };
+    let engine = Engine::start(cfg, vec![broken.clone() as Arc<dyn ProverBackend>, clean("dev1")]).unwrap();
+    expect_completed(&engine, &submit_all(&engine, "job", 2, 1));
+    assert!(engine.status().provers.devices[0].probation_in_secs.is_some_and(|s| s > 500.0));
+    let t = Instant::now();
+    engine.shutdown_blocking(Duration::from_secs(5));
+    assert!(t.elapsed() < Duration::from_secs(2), "shutdown took {:?}", t.elapsed());
+}
