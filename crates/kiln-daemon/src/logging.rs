@@ -3,6 +3,11 @@
 //! The filter is `KILN_LOG` if set, else `RUST_LOG` (what Rust programs and
 //! cuzk read), else the caller's default (the `log_level` setting for
 //! `kiln serve`).
+//!
+//! Panics go to the same log ([`log_panics`]): kiln catches them where
+//! they can happen (filecoin-proofs' checks of a hostile payload, a job's
+//! synthesis) and goes on serving, and their messages must not break a
+//! JSON log stream with raw lines on stderr.
 
 use tracing_subscriber::EnvFilter;
 
@@ -33,7 +38,27 @@ pub fn init(format: LogFormat, default_filter: &str) -> anyhow::Result<()> {
         // No colour codes in journald or log files.
         LogFormat::Text => builder.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).init(),
     }
+    log_panics();
     Ok(())
+}
+
+/// Replaces the default panic output (raw lines on stderr) with one
+/// `error` event carrying the message, where it happened and the thread;
+/// a backtrace is added when `RUST_BACKTRACE` asks for one.
+pub fn log_panics() {
+    std::panic::set_hook(Box::new(|info| {
+        let payload = info.payload();
+        let message = payload.downcast_ref::<&str>().copied().or_else(|| payload.downcast_ref::<String>().map(String::as_str)).unwrap_or("(no message)");
+        let location = info.location().map(|l| format!("{}:{}", l.file(), l.line())).unwrap_or_default();
+        let thread = std::thread::current();
+        let thread = thread.name().unwrap_or("<unnamed>");
+        let backtrace = std::backtrace::Backtrace::capture();
+        if backtrace.status() == std::backtrace::BacktraceStatus::Captured {
+            tracing::error!(thread, location, %backtrace, "panic: {message}");
+        } else {
+            tracing::error!(thread, location, "panic: {message}");
+        }
+    }));
 }
 
 #[cfg(test)]
