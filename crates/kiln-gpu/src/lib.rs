@@ -51,7 +51,7 @@ pub use ntt::NttDirection;
 pub use probe::{cuda_driver_load_error, probe, GpuProbe};
 pub use r1cs::{DeviceProducts, DeviceR1cs, HostMatrix, HostR1cs, IdWidth, R1CS_INPUT_BIT};
 pub use setup::WINDOW_TABLE_LEN;
-pub use stream::PointStreamer;
+pub use stream::{PointStreamer, RawSource};
 
 /// Whether this build embeds the CUDA kernels (`cargo xtask kernels` was run
 /// before building). Without them every device operation fails with

@@ -3,8 +3,9 @@
 //!
 //! The points are streamed in the `.params` file's own encoding, in chunks,
 //! with two staging slots: while the GPU runs the MSM of chunk j, an uploader
-//! thread copies chunk j+1 from the (mapped) file into a pinned staging
-//! buffer and on to the device on its own stream. On the device a small
+//! thread reads chunk j+1 from its [`RawSource`] (`pread` on the file, for
+//! kiln-groth16's parameters) into a pinned staging buffer and copies it on
+//! to the device on its own stream. On the device a small
 //! kernel turns the raw big-endian coordinates into Montgomery affine points
 //! (cuda/points.cuh), so the host does no decoding per proof. Each chunk's
 //! MSM is an ordinary one over a range of scalars; the chunk sums are added
@@ -24,6 +25,50 @@ use crate::error::GpuError;
 use crate::launch::{blocks, launch, raw, Arg};
 use crate::msm::{g1_from_xyzz, g2_from_xyzz, Curve, MsmTiming};
 use crate::stream_check;
+
+/// Where a streamed MSM reads its raw points from: bytes in memory, or a
+/// reader such as `pread` on a parameter file (a file cut short is then a
+/// read error, not a SIGBUS as through a mapping). Read from several
+/// threads at once, in blocks of up to 1 MiB.
+pub trait RawSource: Sync {
+    /// Bytes available.
+    fn len(&self) -> usize;
+    /// Fills `dst` with the bytes at `offset..offset + dst.len()`.
+    fn read_into(&self, offset: usize, dst: &mut [u8]) -> Result<(), String>;
+}
+
+/// Bytes in memory.
+impl RawSource for &[u8] {
+    fn len(&self) -> usize {
+        <[u8]>::len(self)
+    }
+    fn read_into(&self, offset: usize, dst: &mut [u8]) -> Result<(), String> {
+        let src = offset.checked_add(dst.len()).and_then(|end| self.get(offset..end)).ok_or_else(|| format!("bytes {offset}..+{} of {}", dst.len(), <[u8]>::len(self)))?;
+        dst.copy_from_slice(src);
+        Ok(())
+    }
+}
+
+/// Bytes in memory.
+impl RawSource for Vec<u8> {
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+    fn read_into(&self, offset: usize, dst: &mut [u8]) -> Result<(), String> {
+        self.as_slice().read_into(offset, dst)
+    }
+}
+
+/// Bytes read per block (and per thread) from a [`RawSource`].
+const READ_BLOCK: usize = 1 << 20;
+
+/// Reads `dst.len()` bytes at `offset` of `src`, blocks in parallel.
+pub(crate) fn read_parallel(src: &dyn RawSource, offset: usize, dst: &mut [u8]) -> Result<(), GpuError> {
+    dst.par_chunks_mut(READ_BLOCK)
+        .enumerate()
+        .try_for_each(|(i, d)| src.read_into(offset + i * READ_BLOCK, d))
+        .map_err(|e| GpuError::InvalidArgument(format!("reading the points to stream: {e}")))
+}
 
 /// Bytes of one point in the `.params` encoding (uncompressed).
 const G1_RAW: usize = 96;
@@ -117,13 +162,13 @@ impl GpuDevice {
     /// [`GpuDevice::msm_g1_timed`] with the points on the host: `raw` holds
     /// points rank 0.. in the `.params` encoding (uncompressed, big-endian),
     /// already validated by the caller (on the curve, not infinity).
-    pub fn msm_g1_streamed(&self, s: &GpuStream, st: &mut PointStreamer, raw: &[u8], scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<(G1Projective, MsmTiming), GpuError> {
+    pub fn msm_g1_streamed(&self, s: &GpuStream, st: &mut PointStreamer, raw: &dyn RawSource, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<(G1Projective, MsmTiming), GpuError> {
         let conv = &self.k.points_from_raw_g1;
         self.streamed(s, st, &self.g1_curve(), conv, G1_RAW, raw, scalars, n, bitmap, g1_from_xyzz, stream_check::g1)
     }
 
     /// As [`GpuDevice::msm_g1_streamed`], in G2 (`raw` from the b_g2 section).
-    pub fn msm_g2_streamed(&self, s: &GpuStream, st: &mut PointStreamer, raw: &[u8], scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<(G2Projective, MsmTiming), GpuError> {
+    pub fn msm_g2_streamed(&self, s: &GpuStream, st: &mut PointStreamer, raw: &dyn RawSource, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<(G2Projective, MsmTiming), GpuError> {
         let conv = &self.k.points_from_raw_g2;
         self.streamed(s, st, &self.g2_curve(), conv, G2_RAW, raw, scalars, n, bitmap, g2_from_xyzz, stream_check::g2)
     }
@@ -136,7 +181,7 @@ impl GpuDevice {
         cv: &Curve,
         conv: &cudarc::driver::CudaFunction,
         raw_bytes: usize,
-        raw_points: &[u8],
+        raw_points: &dyn RawSource,
         scalars: &DeviceScalars,
         n: usize,
         bitmap: Option<&[u64]>,
@@ -221,7 +266,7 @@ impl GpuDevice {
 #[allow(clippy::too_many_arguments)]
 fn upload_chunks(
     plan: &[Chunk],
-    raw_points: &[u8],
+    raw_points: &dyn RawSource,
     raw_bytes: usize,
     copy: &GpuStream,
     staging: &mut [PinnedHostSlice<u8>; 2],
@@ -241,15 +286,15 @@ fn upload_chunks(
             if let Some(ev) = done[slot].take() {
                 ev.synchronize()?;
             }
-            let src = &raw_points[c.points.start * raw_bytes..c.points.end * raw_bytes];
+            let len = c.points.len() * raw_bytes;
             let host = staging[slot].as_mut_slice()?;
-            host[..src.len()].par_chunks_mut(1 << 20).zip(src.par_chunks(1 << 20)).for_each(|(d, s)| d.copy_from_slice(s));
+            read_parallel(raw_points, c.points.start * raw_bytes, &mut host[..len])?;
             let dst = raw(&slots[slot], copy);
-            // SAFETY: the slot holds slot_points * raw_bytes >= src.len()
+            // SAFETY: the slot holds slot_points * raw_bytes >= len
             // bytes; the staging buffer is pinned and is not written again
             // before `ev` (recorded after the copy) completes; the caller
             // synchronizes the copy stream before the buffers are freed.
-            unsafe { cudarc::driver::result::memcpy_htod_async(dst, &host[..src.len()], copy.cu_stream()) }?;
+            unsafe { cudarc::driver::result::memcpy_htod_async(dst, &host[..len], copy.cu_stream()) }?;
             let ev = copy.record_event(None)?;
             done[slot] = Some(copy.record_event(None)?);
             Ok(ev)
@@ -312,6 +357,20 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn raw_sources_read_in_parallel_blocks_and_refuse_short_ranges() {
+        let bytes: Vec<u8> = (0..(3 * READ_BLOCK + 12345)).map(|i| (i * 7 % 251) as u8).collect();
+        for (offset, len) in [(0, 1), (5, READ_BLOCK), (READ_BLOCK - 3, 2 * READ_BLOCK + 7), (0, bytes.len())] {
+            let mut dst = vec![0u8; len];
+            read_parallel(&bytes, offset, &mut dst).unwrap();
+            assert_eq!(dst, bytes[offset..offset + len]);
+            read_parallel(&&bytes[..], offset, &mut dst).unwrap();
+        }
+        let mut dst = vec![0u8; 10];
+        let err = read_parallel(&bytes, bytes.len() - 5, &mut dst).unwrap_err().to_string();
+        assert!(err.contains("reading the points to stream"), "{err}");
     }
 
     #[test]

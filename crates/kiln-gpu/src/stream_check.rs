@@ -11,7 +11,7 @@ use group::{Group, UncompressedEncoding};
 use crate::buffers::{as_words, from_words, DeviceScalars, Limbs};
 use crate::device::GpuStream;
 use crate::error::GpuError;
-use crate::stream::Chunk;
+use crate::stream::{Chunk, RawSource};
 
 pub(crate) fn enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -60,7 +60,7 @@ pub(crate) fn check_chunk<P: Group>(
     cc: &CheckCurve<P>,
     s: &GpuStream,
     c: &Chunk,
-    raw_points: &[u8],
+    raw_points: &dyn RawSource,
     points: &CudaSlice<u64>,
     scalars: &DeviceScalars,
     bitmap: Option<&[u64]>,
@@ -88,9 +88,11 @@ pub(crate) fn check_chunk<P: Group>(
 
 /// The chunk's points decoded on the CPU, and how many of the device's
 /// converted points differ from them.
-pub(crate) fn converted<P>(cc: &CheckCurve<P>, s: &GpuStream, c: &Chunk, raw_points: &[u8], points: &CudaSlice<u64>) -> Result<(Vec<u64>, usize), GpuError> {
+pub(crate) fn converted<P>(cc: &CheckCurve<P>, s: &GpuStream, c: &Chunk, raw_points: &dyn RawSource, points: &CudaSlice<u64>) -> Result<(Vec<u64>, usize), GpuError> {
     let words = cc.raw_bytes / 8;
-    let want = (cc.decode)(&raw_points[c.points.start * cc.raw_bytes..c.points.end * cc.raw_bytes]);
+    let mut raw = vec![0u8; c.points.len() * cc.raw_bytes];
+    crate::stream::read_parallel(raw_points, c.points.start * cc.raw_bytes, &mut raw)?;
+    let want = (cc.decode)(&raw);
     let got = s.clone_dtoh(&points.slice(0..c.points.len() * words))?;
     let bad = want.chunks(words).zip(got.chunks(words)).filter(|(a, b)| a != b).count();
     Ok((want, bad))

@@ -59,7 +59,7 @@ pub use error::{ParamsError, ProveError};
 pub use faults::{FaultCounts, FaultPlan, FaultyBackend, FAULTS_ENV};
 #[cfg(feature = "gpu")]
 pub use gpu::{GpuBackend, GpuContext};
-pub use params::{ParamsFile, ParamsShape, Section};
+pub use params::{ParamsFile, ParamsShape, RawPoints, Section};
 pub use prover::{
     check_shape, finish, prove, prove_start, DeviceResidency, DeviceStatus, MsmResults, PendingMsms, PendingProof, PhaseTimings, ProductsSupport,
     ProvedProof, ProverBackend, Randomness, Ready,

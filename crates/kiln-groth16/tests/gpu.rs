@@ -224,3 +224,77 @@ fn deferred_products_on_the_gpu_give_the_cpus_proofs() {
         }
     }
 }
+
+/// Streamed sections come from the parameter file through `pread`: proofs
+/// equal the CPU's, and a file cut short while open fails its proof with
+/// the file's reason (not a device fault, never a SIGBUS). A source that
+/// fails in the middle of a streamed MSM ends that MSM with an error and
+/// leaves the device and the streamer usable.
+#[test]
+fn streamed_sections_are_read_from_the_file_and_a_failed_read_is_an_error() {
+    use kiln_groth16::{ParamsError, Section};
+    if kiln_gpu::GpuDevice::count() == 0 {
+        eprintln!("no GPU: skipped (params_guard.rs covers pread on a cut file on the CPU)");
+        return;
+    }
+    let Ok(ctx) = GpuContext::open(0) else {
+        eprintln!("GPU present but not usable: skipped");
+        return;
+    };
+    ctx.set_stream_chunk_bytes(1 << 16);
+    ctx.set_srs_vram_limit(Some(0));
+    let gpu = GpuBackend::new(&ctx, 0).unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(21);
+    let c = SyntheticCircuit { kind: WorkloadKind::FilecoinLike, constraints: 6000, inputs: 3, structure_seed: 9, witness_seed: Some(4) };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("streamed.params");
+    let mut bytes = Vec::new();
+    setup::generate(c, &mut rng).unwrap().write(&mut bytes).unwrap();
+    std::fs::write(&path, &bytes).unwrap();
+    let params = Arc::new(ParamsFile::open(&path).unwrap());
+    let rs = Randomness::random(&mut rng);
+    let run = |b: &dyn ProverBackend| -> Result<_, ProveError> {
+        let asg = synthesize(c, AssignmentBuffers::heap()).unwrap();
+        Ok(finish(prove_start(b, &params, asg, rs)?)?.proof)
+    };
+    assert_eq!(run(&gpu).unwrap(), run(&CpuBackend).unwrap());
+    let placed = ctx.resident().into_iter().find(|r| r.params_id == params.id()).unwrap();
+    assert!(placed.device_bytes == 0 && placed.streamed_bytes > 0, "{placed:?}");
+
+    // A source failing at its third block, then the same points whole.
+    struct FailsAt(Vec<u8>, usize);
+    impl kiln_gpu::RawSource for FailsAt {
+        fn len(&self) -> usize {
+            self.0.len()
+        }
+        fn read_into(&self, offset: usize, dst: &mut [u8]) -> Result<(), String> {
+            if offset + dst.len() > self.1 {
+                return Err(format!("injected read error at byte {offset}"));
+            }
+            dst.copy_from_slice(&self.0[offset..offset + dst.len()]);
+            Ok(())
+        }
+    }
+    let dev = ctx.device();
+    let s = dev.new_stream().unwrap();
+    let n = params.len(Section::L);
+    let raw = params.raw(Section::L, 0..n).unwrap();
+    let mut all = vec![0u8; raw.len()];
+    raw.read_into(0, &mut all).unwrap();
+    let scalars: Vec<blstrs::Scalar> = (0..n).map(|i| blstrs::Scalar::from(i as u64 * 7 + 1)).collect();
+    let sc = dev.upload_scalars(&s, &scalars).unwrap();
+    let mut st = dev.point_streamer(1 << 16).unwrap();
+    let failing = FailsAt(all.clone(), 3 << 16);
+    let err = dev.msm_g1_streamed(&s, &mut st, &failing, &sc, n, None).unwrap_err().to_string();
+    assert!(err.contains("injected read error"), "{err}");
+    let (sum, _) = dev.msm_g1_streamed(&s, &mut st, &all, &sc, n, None).unwrap();
+    let mut points = Vec::new();
+    params.g1_points(Section::L, 0..n, &mut points).unwrap();
+    let want: blstrs::G1Projective = points.iter().zip(&scalars).map(|(p, k)| blstrs::G1Projective::from(*p) * k).sum();
+    assert_eq!(sum, want, "the device and the streamer work after a failed read");
+
+    // Cut while open: the proof fails with the file's reason.
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(2000).unwrap();
+    let err = run(&gpu).unwrap_err();
+    assert!(matches!(err, ProveError::Params(ParamsError::Changed { .. })), "{err}");
+}

@@ -72,17 +72,26 @@ fn a_file_truncated_while_open_fails_its_proofs_with_a_reason() {
     let params = Arc::new(ParamsFile::open(&path).unwrap());
     prove(&params, 1).unwrap();
     assert!(params.stale().is_none());
+    // A GPU's streamed reads of a section, begun before the cut: `pread`
+    // past the new end is an error, where a mapping would have been a SIGBUS.
+    let streaming = params.raw(Section::L, 0..params.len(Section::L)).unwrap();
+    let mut block = vec![0u8; streaming.len()];
+    streaming.read_into(0, &mut block).unwrap();
     for cut in [bytes.len() / 2, 2000, 0] {
         OpenOptions::new().write(true).open(&path).unwrap().set_len(cut as u64).unwrap();
         let err = prove(&params, 2).unwrap_err();
         assert!(is_changed(&err), "cut {cut}: {err}");
         assert!(err.to_string().contains("changed on disk while in use"), "{err}");
         assert!(err.to_string().contains(&format!("to {cut} bytes")), "{err}");
-        // Every read path refuses, the GPU's mapping included.
+        // Every read path refuses, the GPU's streamed reads included.
         let mut out = Vec::new();
         assert!(matches!(params.g1_points(Section::L, 0..params.len(Section::L), &mut out), Err(ParamsError::Changed { .. })));
         assert!(matches!(params.g2_points(0..1, &mut out_g2()), Err(ParamsError::Changed { .. })));
         assert!(matches!(params.raw(Section::H, 0..params.len(Section::H)), Err(ParamsError::Changed { .. })));
+        if cut < bytes.len() / 2 {
+            let err = streaming.read_into(0, &mut block).unwrap_err();
+            assert!(matches!(err, ParamsError::Changed { .. }), "{err}");
+        }
         assert!(params.stale().is_some_and(|w| w.contains("length went from")));
         // Opening it again says what is wrong with the file now.
         let reopened = ParamsFile::open(&path).unwrap_err();

@@ -283,8 +283,10 @@ impl Msms<'_> {
             Some(Points::Device(p)) => self.dev.msm_g1_timed(self.s, p, m.scalars, m.len, bits),
             Some(Points::Host { section, range }) => {
                 let (dev, s, raw) = (self.dev, self.s, self.params.raw(*section, range.clone())?);
-                let r = dev.msm_g1_streamed(s, self.streamer()?, raw, m.scalars, m.len, bits);
-                // Points of a file changed during the stream are not an answer.
+                let r = dev.msm_g1_streamed(s, self.streamer()?, &raw, m.scalars, m.len, bits);
+                // Points of a file changed during the stream are not an
+                // answer, and a read that failed because the file changed
+                // is the file's fault, not the device's.
                 self.params.check_unchanged()?;
                 r
             }
@@ -301,7 +303,7 @@ impl Msms<'_> {
             Some(Points::Device(p)) => self.dev.msm_g2_timed(self.s, p, m.scalars, m.len, bits),
             Some(Points::Host { section, range }) => {
                 let (dev, s, raw) = (self.dev, self.s, self.params.raw(*section, range.clone())?);
-                let r = dev.msm_g2_streamed(s, self.streamer()?, raw, m.scalars, m.len, bits);
+                let r = dev.msm_g2_streamed(s, self.streamer()?, &raw, m.scalars, m.len, bits);
                 self.params.check_unchanged()?;
                 r
             }
@@ -340,4 +342,14 @@ fn compute(ctx: &GpuContext, s: &GpuStream, streamer: &mut Option<PointStreamer>
     let b_g2 = b_g2_aux + msm_g2(&srs.b_g2_inputs, &b_in);
     timings.push("msm_host", host + t0.elapsed());
     Ok((MsmResults { h, l, a: a_q, b_g1, b_g2 }, timings))
+}
+
+/// Streamed sections are read with `pread` on the parameter file.
+impl kiln_gpu::RawSource for crate::params::RawPoints<'_> {
+    fn len(&self) -> usize {
+        crate::params::RawPoints::len(self)
+    }
+    fn read_into(&self, offset: usize, dst: &mut [u8]) -> Result<(), String> {
+        crate::params::RawPoints::read_into(self, offset, dst).map_err(|e| e.to_string())
+    }
 }

@@ -2,28 +2,23 @@
 //! being changed while it is in use.
 //!
 //! A mapped file that is truncated under its mapping makes the next read of
-//! a page past the new end a SIGBUS, which kills the process. So:
-//! - every read a prover decodes from goes through `pread` on the open file
-//!   (`read_at`): a short file is a short read, i.e. an error, never a fault;
+//! a page past the new end a SIGBUS, which kills the process. So the file
+//! is never mapped:
+//! - every read goes through `pread` on the open file (`read_at`), the
+//!   GPU's streamed sections included: a short file is a short read, i.e.
+//!   an error, never a fault;
 //! - the file's identity and state (device, inode, length, mtime) are
 //!   recorded at open and compared with `fstat` of the open descriptor before
-//!   and after each read and before the mapping is handed out (`check`): a
+//!   and after each read (`check`): a
 //!   file changed in place is an error of the proof that reads it
 //!   ([`ParamsError::Changed`]), never points of two different files;
 //! - a path that now names another file (a new file renamed over it) leaves
 //!   the open file intact: it stays usable, and [`GuardedFile::stale`] says
 //!   so, so that its owner opens the new one for later work.
-//!
-//! The mapping itself is kept for one reader only: the GPU backend's
-//! streamed sections, which copy from it straight into pinned staging after
-//! a `check`. A truncation during such a copy can still fault; the window
-//! is one streamed MSM (see docs/RELIABILITY.md).
 
 use std::fs::{File, Metadata};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-
-use memmap2::Mmap;
 
 use crate::error::ParamsError;
 
@@ -53,11 +48,10 @@ impl Stamp {
     }
 }
 
-/// An open, mapped parameter file and what it was when opened.
+/// An open parameter file and what it was when opened.
 pub(crate) struct GuardedFile {
     path: PathBuf,
     file: File,
-    map: Mmap,
     stamp: Stamp,
 }
 
@@ -66,22 +60,15 @@ impl GuardedFile {
         let io = |source| ParamsError::Io { path: path.to_path_buf(), source };
         let file = File::open(path).map_err(io)?;
         let stamp = Stamp::of(&file.metadata().map_err(io)?);
-        // SAFETY: the mapping is read-only and private to this struct. Its
-        // bytes are only read through `mapped`, after `check` has found the
-        // file as long as it was when mapped; a file truncated later (while
-        // a caller copies from the slice) is the documented residual risk.
-        // Everything decoded on the CPU is read with `pread` instead.
-        let map = unsafe { Mmap::map(&file) }.map_err(io)?;
-        let _ = map.advise(memmap2::Advice::Sequential);
-        if map.len() as u64 != stamp.len {
-            return Err(ParamsError::Changed { path: path.to_path_buf(), why: "its length changed while it was being mapped".into() });
+        if usize::try_from(stamp.len).is_err() {
+            return Err(ParamsError::Changed { path: path.to_path_buf(), why: format!("{} bytes do not fit in memory addresses", stamp.len) });
         }
-        Ok(GuardedFile { path: path.to_path_buf(), file, map, stamp })
+        Ok(GuardedFile { path: path.to_path_buf(), file, stamp })
     }
 
     /// The length the file had when opened (and must still have).
     pub(crate) fn len(&self) -> usize {
-        self.map.len()
+        self.stamp.len as usize
     }
 
     fn changed(&self, why: String) -> ParamsError {
@@ -121,9 +108,4 @@ impl GuardedFile {
         })
     }
 
-    /// Bytes `range` of the mapping, once `check` finds the file unchanged.
-    pub(crate) fn mapped(&self, range: std::ops::Range<usize>) -> Result<&[u8], ParamsError> {
-        self.check()?;
-        Ok(&self.map[range])
-    }
 }

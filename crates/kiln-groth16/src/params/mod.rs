@@ -98,6 +98,39 @@ enum Backing {
     Setup(SetupScalars),
 }
 
+/// Raw points of one section of a [`ParamsFile`] ([`ParamsFile::raw`]).
+pub struct RawPoints<'a> {
+    backing: &'a Backing,
+    start: usize,
+    len: usize,
+}
+
+impl RawPoints<'_> {
+    /// Bytes in the range.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Fills `dst` with bytes `offset..offset + dst.len()` of the range
+    /// (`pread` for a file; safe to call from several threads at once).
+    pub fn read_into(&self, offset: usize, dst: &mut [u8]) -> Result<(), ParamsError> {
+        let end = offset.checked_add(dst.len()).filter(|&e| e <= self.len);
+        assert!(end.is_some(), "bytes {offset}..+{} of a range of {}", dst.len(), self.len);
+        match self.backing {
+            Backing::File(f) => f.read_at(self.start + offset, dst),
+            Backing::Owned(v) => {
+                dst.copy_from_slice(&v[self.start + offset..self.start + offset + dst.len()]);
+                Ok(())
+            }
+            Backing::Setup(_) => unreachable!("checked in ParamsFile::raw"),
+        }
+    }
+}
+
 thread_local! {
     /// Each decoding thread's buffer for the bytes it reads with `pread`.
     static READ_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
@@ -298,17 +331,16 @@ impl ParamsFile {
     }
 
     /// The raw (uncompressed, big-endian) bytes of points `range` of
-    /// `section`, for a GPU to stream: from the mapping of a file, once its
-    /// length and modification time are found unchanged. Parameters read
-    /// from a file or memory only: a test setup has no encoded form (see
+    /// `section`, for a GPU to stream, as a reader: `pread` on a file (a
+    /// file cut short is an error, never a SIGBUS), once its length and
+    /// modification time are found unchanged. Parameters read from a file
+    /// or memory only: a test setup has no encoded form (see
     /// [`is_test_setup`](Self::is_test_setup)).
-    pub fn raw(&self, section: Section, range: Range<usize>) -> Result<&[u8], ParamsError> {
+    pub fn raw(&self, section: Section, range: Range<usize>) -> Result<RawPoints<'_>, ParamsError> {
+        assert!(!matches!(self.backing, Backing::Setup(_)), "a test setup's points have no file encoding");
+        self.backing.check()?;
         let bytes = self.byte_range(section, range);
-        match &self.backing {
-            Backing::File(f) => f.mapped(bytes),
-            Backing::Owned(v) => Ok(&v[bytes]),
-            Backing::Setup(_) => panic!("a test setup's points have no file encoding"),
-        }
+        Ok(RawPoints { backing: &self.backing, start: bytes.start, len: bytes.len() })
     }
 
     /// Whether the file these were read from should be opened again for
