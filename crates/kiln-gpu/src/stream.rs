@@ -33,6 +33,10 @@ use crate::stream_check;
 pub trait RawSource: Sync {
     /// Bytes available.
     fn len(&self) -> usize;
+    /// No bytes at all.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// Fills `dst` with the bytes at `offset..offset + dst.len()`.
     fn read_into(&self, offset: usize, dst: &mut [u8]) -> Result<(), String>;
 }
