@@ -106,10 +106,7 @@ impl GpuDevice {
         Ok(())
     }
     pub fn download_scalars(&self, stream: &GpuStream, v: &DeviceScalars) -> Result<Vec<Scalar>, GpuError> {
-        let mut out = vec![Scalar::from(0u64); v.len()];
-        stream.memcpy_dtoh(&v.buf, as_words_mut(&mut out))?;
-        stream.synchronize()?;
-        Ok(out)
+        download_all(stream, &v.buf)
     }
     /// Points `indices` of `v`, read back one by one (for spot checks).
     pub fn download_g1(&self, stream: &GpuStream, v: &DeviceG1, indices: &[usize]) -> Result<Vec<G1Affine>, GpuError> {
@@ -118,6 +115,14 @@ impl GpuDevice {
     /// As [`GpuDevice::download_g1`], in G2.
     pub fn download_g2(&self, stream: &GpuStream, v: &DeviceG2, indices: &[usize]) -> Result<Vec<G2Affine>, GpuError> {
         gather(stream, &v.buf, indices)
+    }
+    /// Every point of `v`, in one copy.
+    pub fn download_all_g1(&self, stream: &GpuStream, v: &DeviceG1) -> Result<Vec<G1Affine>, GpuError> {
+        download_all(stream, &v.buf)
+    }
+    /// As [`GpuDevice::download_all_g1`], in G2.
+    pub fn download_all_g2(&self, stream: &GpuStream, v: &DeviceG2) -> Result<Vec<G2Affine>, GpuError> {
+        download_all(stream, &v.buf)
     }
     /// `len` G1 points (all-zero: the point at infinity), to be filled with
     /// [`GpuDevice::write_g1`].
@@ -155,6 +160,13 @@ fn write_at<T: Limbs>(s: &GpuStream, buf: &mut CudaSlice<u64>, at: usize, v: &[T
     // The source is pageable host memory the caller reuses at once.
     s.synchronize()?;
     Ok(())
+}
+
+fn download_all<T: Limbs + Default + Clone>(s: &GpuStream, buf: &CudaSlice<u64>) -> Result<Vec<T>, GpuError> {
+    let mut out = vec![T::default(); buf.len() / T::WORDS];
+    s.memcpy_dtoh(buf, as_words_mut(&mut out))?;
+    s.synchronize()?;
+    Ok(out)
 }
 
 fn gather<T: Limbs + Default + Clone>(s: &GpuStream, buf: &CudaSlice<u64>, indices: &[usize]) -> Result<Vec<T>, GpuError> {

@@ -6,27 +6,17 @@
 use std::sync::Arc;
 
 use kiln_groth16::gpu::host_r1cs;
-use kiln_groth16::{finish, prove_start, setup, CpuBackend, GpuBackend, GpuContext, ParamsFile, ProductsSupport, ProveError, ProverBackend, Randomness};
+use kiln_groth16::{finish, prove_start, setup, CpuBackend, GpuBackend, ParamsFile, ProductsSupport, ProveError, ProverBackend, Randomness};
 use kiln_synth::workload::{SyntheticCircuit, WorkloadKind};
 use kiln_synth::{synthesize, AssignmentBuffers, CircuitCache, SynthError};
 use rand::SeedableRng;
 
 mod common;
-use common::{break_one, deferred};
+use common::{break_one, deferred, gpu_context};
 
 #[test]
 fn gpu_proofs_equal_cpu_proofs_and_verify() {
-    if kiln_gpu::GpuDevice::count() == 0 {
-        eprintln!("no GPU: skipped (the CPU prover tests cover the shared logic)");
-        return;
-    }
-    let ctx = match GpuContext::open(0) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("GPU present but not usable ({e}): skipped");
-            return;
-        }
-    };
+    let Some(ctx) = gpu_context(0, "the CPU prover tests cover the shared logic") else { return };
     let gpu = GpuBackend::new(&ctx, 0).unwrap();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
     for kind in [WorkloadKind::Dense, WorkloadKind::FilecoinLike] {
@@ -52,15 +42,9 @@ fn gpu_proofs_equal_cpu_proofs_and_verify() {
 /// GPUs). Skips without a GPU; the engine-level isolation runs on the CPU.
 #[test]
 fn two_device_contexts_never_mix_proofs() {
-    if kiln_gpu::GpuDevice::count() == 0 {
-        eprintln!("no GPU: skipped (the CPU prover tests cover the shared logic)");
-        return;
-    }
+    let Some(c0) = gpu_context(0, "the CPU prover tests cover the shared logic") else { return };
     let second = usize::from(kiln_gpu::GpuDevice::count() > 1);
-    let (Ok(c0), Ok(c1)) = (GpuContext::open(0), GpuContext::open(second)) else {
-        eprintln!("GPU present but not usable: skipped");
-        return;
-    };
+    let Some(c1) = gpu_context(second, "the CPU prover tests cover the shared logic") else { return };
     let workers: Vec<GpuBackend> = [&c0, &c0, &c1, &c1].iter().enumerate().map(|(i, c)| GpuBackend::new(c, i % 2).unwrap()).collect();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
     // Four circuits of one shape (same parameter sizes, different structure),
@@ -100,14 +84,7 @@ fn two_device_contexts_never_mix_proofs() {
 /// Skips without a GPU; the chunk planning is unit-tested in kiln-gpu.
 #[test]
 fn streamed_parameters_give_the_same_proofs() {
-    if kiln_gpu::GpuDevice::count() == 0 {
-        eprintln!("no GPU: skipped (kiln-gpu's stream tests cover the chunk planning)");
-        return;
-    }
-    let Ok(ctx) = GpuContext::open(0) else {
-        eprintln!("GPU present but not usable: skipped");
-        return;
-    };
+    let Some(ctx) = gpu_context(0, "kiln-gpu's stream tests cover the chunk planning") else { return };
     ctx.set_stream_chunk_bytes(1 << 16);
     let gpu = GpuBackend::new(&ctx, 0).unwrap();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(13);
@@ -141,20 +118,26 @@ fn streamed_parameters_give_the_same_proofs() {
 
 /// A test setup's points made on the device (fixed-base kernel) give the
 /// same proofs as the CPU, which makes the same points from the same
-/// scalars with blstrs; the set is fully resident and nothing is streamed.
+/// scalars with blstrs: fully resident, and with too little VRAM for them
+/// (no room at all, or room for H and L only), when the rest are read back
+/// once and streamed from host memory for each proof.
 #[test]
 fn test_setup_points_made_on_the_device_give_the_cpus_proofs() {
-    if kiln_gpu::GpuDevice::count() == 0 {
-        eprintln!("no GPU: skipped (tests/test_setup.rs covers test setups on the CPU)");
-        return;
-    }
-    let Ok(ctx) = GpuContext::open(0) else {
-        eprintln!("GPU present but not usable: skipped");
-        return;
-    };
+    let Some(ctx) = gpu_context(0, "tests/test_setup.rs covers test setups on the CPU") else { return };
+    ctx.set_stream_chunk_bytes(1 << 16);
     let gpu = GpuBackend::new(&ctx, 0).unwrap();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
-    for (kind, constraints, inputs) in [(WorkloadKind::Dense, 1, 0), (WorkloadKind::FilecoinLike, 5, 3), (WorkloadKind::Dense, 3001, 2), (WorkloadKind::FilecoinLike, 70_000, 4)] {
+    for (kind, constraints, inputs, cap) in [
+        (WorkloadKind::Dense, 1, 0, None),
+        (WorkloadKind::FilecoinLike, 5, 3, None),
+        (WorkloadKind::Dense, 3001, 2, None),
+        (WorkloadKind::FilecoinLike, 70_000, 4, None),
+        (WorkloadKind::Dense, 3001, 2, Some(0)),
+        (WorkloadKind::FilecoinLike, 5, 3, Some(0)),
+        // About what H and L take: the A and B sections are kept on the host.
+        (WorkloadKind::FilecoinLike, 70_000, 4, Some(2 * 96 * 131_072 + 4 * (1 << 16))),
+    ] {
+        ctx.set_srs_vram_limit(cap);
         let c = SyntheticCircuit { kind, constraints, inputs, structure_seed: 8, witness_seed: Some(9) };
         let params = Arc::new(setup::test_setup(c, [constraints as u8; 32], &mut |_| Ok(())).unwrap());
         let rs = Randomness::random(&mut rng);
@@ -162,10 +145,15 @@ fn test_setup_points_made_on_the_device_give_the_cpus_proofs() {
             let asg = synthesize(c, AssignmentBuffers::heap()).unwrap();
             finish(prove_start(b, &params, asg, rs).unwrap()).unwrap().proof
         };
-        assert_eq!(run(&gpu), run(&CpuBackend), "{kind:?} {constraints}");
+        assert_eq!(run(&gpu), run(&CpuBackend), "{kind:?} {constraints}, cap {cap:?}");
         let placed = ctx.resident().into_iter().find(|r| r.params_id == params.id()).unwrap();
-        assert!(placed.device_bytes > 0 && placed.streamed_bytes == 0, "{placed:?}");
+        match cap {
+            None => assert!(placed.device_bytes > 0 && placed.streamed_bytes == 0, "{placed:?}"),
+            Some(0) => assert!(placed.device_bytes == 0 && placed.streamed_bytes > 0, "{placed:?}"),
+            Some(_) => assert!(placed.device_bytes > 0 && placed.streamed_bytes > 0, "{placed:?}"),
+        }
     }
+    ctx.set_srs_vram_limit(None);
 }
 
 /// Products left to the prover, on the GPU: with the circuit's matrices
@@ -176,14 +164,7 @@ fn test_setup_points_made_on_the_device_give_the_cpus_proofs() {
 /// the matrices count in the context's residency and leave with eviction.
 #[test]
 fn deferred_products_on_the_gpu_give_the_cpus_proofs() {
-    if kiln_gpu::GpuDevice::count() == 0 {
-        eprintln!("no GPU: skipped (tests/deferred.rs covers deferred products on the CPU)");
-        return;
-    }
-    let Ok(ctx) = GpuContext::open(0) else {
-        eprintln!("GPU present but not usable: skipped");
-        return;
-    };
+    let Some(ctx) = gpu_context(0, "tests/deferred.rs covers deferred products on the CPU") else { return };
     let gpu = GpuBackend::new(&ctx, 0).unwrap();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(23);
     let cache = CircuitCache::unbounded();
@@ -233,14 +214,7 @@ fn deferred_products_on_the_gpu_give_the_cpus_proofs() {
 #[test]
 fn streamed_sections_are_read_from_the_file_and_a_failed_read_is_an_error() {
     use kiln_groth16::{ParamsError, Section};
-    if kiln_gpu::GpuDevice::count() == 0 {
-        eprintln!("no GPU: skipped (params_guard.rs covers pread on a cut file on the CPU)");
-        return;
-    }
-    let Ok(ctx) = GpuContext::open(0) else {
-        eprintln!("GPU present but not usable: skipped");
-        return;
-    };
+    let Some(ctx) = gpu_context(0, "params_guard.rs covers pread on a cut file on the CPU") else { return };
     ctx.set_stream_chunk_bytes(1 << 16);
     ctx.set_srs_vram_limit(Some(0));
     let gpu = GpuBackend::new(&ctx, 0).unwrap();

@@ -290,6 +290,10 @@ impl Msms<'_> {
                 self.params.check_unchanged()?;
                 r
             }
+            Some(Points::Memory(raw)) => {
+                let (dev, s) = (self.dev, self.s);
+                dev.msm_g1_streamed(s, self.streamer()?, raw, m.scalars, m.len, bits)
+            }
         }
         .map_err(gpu_err)?;
         self.record(name, t);
@@ -306,6 +310,10 @@ impl Msms<'_> {
                 let r = dev.msm_g2_streamed(s, self.streamer()?, &raw, m.scalars, m.len, bits);
                 self.params.check_unchanged()?;
                 r
+            }
+            Some(Points::Memory(raw)) => {
+                let (dev, s) = (self.dev, self.s);
+                dev.msm_g2_streamed(s, self.streamer()?, raw, m.scalars, m.len, bits)
             }
         }
         .map_err(gpu_err)?;

@@ -5,12 +5,21 @@
 //! third of the points' bytes) and the few input-query points, made on the
 //! CPU.
 //!
+//! Sections that do not fit beside the proofs' buffers (a 32 GiB PoRep
+//! setup on an 80 GB card) are made on the device a chunk at a time, read
+//! back once into host memory in the file's encoding, and streamed for each
+//! proof like the sections of a parameter file that does not fit.
+//!
 //! A faster path that can be wrong is checked: a sample of every section's
 //! points is read back and compared with the CPU's multiples (and every
 //! proof is verified).
 
-use blstrs::{G1Affine, G2Affine};
+use std::ops::Range;
+
+use blstrs::{G1Affine, G2Affine, Scalar};
+use group::UncompressedEncoding;
 use kiln_gpu::{DeviceG1, DeviceG2, GpuDevice, GpuStream};
+use rayon::prelude::*;
 
 use super::srs::{gpu_err, Points, ResidentSrs};
 use crate::error::ProveError;
@@ -20,48 +29,52 @@ use crate::setup::table::{g1_table, g2_table};
 /// Points of each section compared with the CPU after the kernel ran.
 const SAMPLES: usize = 16;
 
-pub(super) fn place_test_setup(dev: &GpuDevice, params: &ParamsFile, b_inputs: usize, s: &GpuStream) -> Result<ResidentSrs, ProveError> {
-    let shape = params.shape();
-    let n_in = shape.num_inputs;
-    let scalars = |sec| params.setup_scalars(sec).expect("a test setup has scalars");
-    if b_inputs > shape.b_g1_len || n_in > shape.a_len {
-        return Err(ProveError::ShapeMismatch { what: "the B input query", circuit: b_inputs, params: shape.b_g1_len });
-    }
-    let g1_bytes = 96 * (shape.h_len + shape.l_len + shape.a_len - n_in + shape.b_g1_len - b_inputs) as u64;
-    let device_bytes = g1_bytes + 192 * (shape.b_g2_len - b_inputs) as u64;
-    let (free, _) = dev.memory().map_err(gpu_err)?;
-    // The proofs' own buffers (a, b, c, aux, MSM scratch) need room too.
-    let working = 8 * 32 * (shape.h_len + 1 + shape.l_len) as u64;
-    if device_bytes + working > free as u64 {
-        // Not a fault of the device: the job is too large for it.
-        return Err(ProveError::Memory(format!(
-            "this test setup's points take {:.1} GiB of device memory and proofs need {:.1} GiB more; {:.1} GiB are free \
-             on this GPU (test setups are never streamed from the host)",
-            gib(device_bytes),
-            gib(working),
-            gib(free as u64)
-        )));
-    }
+/// Points made and read back at a time for a section kept on the host.
+const HOST_CHUNK: usize = 1 << 22;
+
+/// `sections` as [`super::srs::device_sections`] lists them, `resident[i]`
+/// whether section i stays in VRAM (else it is kept on the host).
+pub(super) fn place_test_setup(
+    dev: &GpuDevice,
+    params: &ParamsFile,
+    s: &GpuStream,
+    sections: &[(Section, Range<usize>); 5],
+    resident: [bool; 5],
+) -> Result<ResidentSrs, ProveError> {
+    let n_in = params.shape().num_inputs;
+    let b_inputs = sections[3].1.start;
+    let scalars = |sec: Section, range: &Range<usize>| &params.setup_scalars(sec).expect("a test setup has scalars")[range.clone()];
     let (t1, t2) = (g1_table().flat(), g2_table().flat());
-    let g1 = |sec: Section, from: usize| -> Result<Option<Points<DeviceG1>>, ProveError> {
-        let sc = &scalars(sec)[from..];
+    let g1 = |i: usize| -> Result<Option<Points<DeviceG1>>, ProveError> {
+        let sc = scalars(sections[i].0, &sections[i].1);
         if sc.is_empty() {
             return Ok(None);
         }
+        let cpu = |k: usize| -> G1Affine { g1_table().mul(&sc[k]).into() };
+        if !resident[i] {
+            let raw = made_on_host(sc, 96, |chunk| dev.download_all_g1(s, &dev.fixed_base_g1(s, &t1, chunk)?), |p: &G1Affine| p.to_uncompressed())?;
+            check_sample(sc.len(), |idx| Ok(idx.iter().map(|&k| decode::<G1Affine>(&raw, k)).collect()), cpu)?;
+            return Ok(Some(Points::Memory(raw)));
+        }
         let pts = dev.fixed_base_g1(s, &t1, sc).map_err(gpu_err)?;
-        check_sample(sc.len(), |idx| dev.download_g1(s, &pts, idx), |i| g1_table().mul(&sc[i]).into())?;
+        check_sample(sc.len(), |idx| dev.download_g1(s, &pts, idx), cpu)?;
         Ok(Some(Points::Device(pts)))
     };
-    let h = g1(Section::H, 0)?.ok_or_else(|| empty("the H query"))?;
-    let l = g1(Section::L, 0)?.ok_or_else(|| empty("the L query"))?;
-    let a_aux = g1(Section::A, n_in)?;
-    let b_g1_aux = g1(Section::BG1, b_inputs)?;
-    let b_sc = &scalars(Section::BG2)[b_inputs..];
+    let h = g1(0)?.ok_or_else(|| empty("the H query"))?;
+    let l = g1(1)?.ok_or_else(|| empty("the L query"))?;
+    let a_aux = g1(2)?;
+    let b_g1_aux = g1(3)?;
+    let b_sc = scalars(Section::BG2, &sections[4].1);
+    let cpu2 = |k: usize| -> G2Affine { g2_table().mul(&b_sc[k]).into() };
     let b_g2_aux = if b_sc.is_empty() {
         None
+    } else if !resident[4] {
+        let raw = made_on_host(b_sc, 192, |chunk| dev.download_all_g2(s, &dev.fixed_base_g2(s, &t2, chunk)?), |p: &G2Affine| p.to_uncompressed())?;
+        check_sample(b_sc.len(), |idx| Ok(idx.iter().map(|&k| decode::<G2Affine>(&raw, k)).collect()), cpu2)?;
+        Some(Points::Memory(raw))
     } else {
         let pts = dev.fixed_base_g2(s, &t2, b_sc).map_err(gpu_err)?;
-        check_sample(b_sc.len(), |idx| dev.download_g2(s, &pts, idx), |i| g2_table().mul(&b_sc[i]).into())?;
+        check_sample(b_sc.len(), |idx| dev.download_g2(s, &pts, idx), cpu2)?;
         Some(Points::Device::<DeviceG2>(pts))
     };
     let mut a_inputs = Vec::new();
@@ -70,8 +83,39 @@ pub(super) fn place_test_setup(dev: &GpuDevice, params: &ParamsFile, b_inputs: u
     params.g1_points(Section::BG1, 0..b_inputs, &mut b_g1_inputs)?;
     let mut b_g2_inputs = Vec::new();
     params.g2_points(0..b_inputs, &mut b_g2_inputs)?;
-    tracing::info!(gib = gib(device_bytes), "test setup points made on the device");
-    Ok(ResidentSrs { h, l, a_aux, b_g1_aux, b_g2_aux, a_inputs, b_g1_inputs, b_g2_inputs, device_bytes, streamed_bytes: 0 })
+    let device_bytes = (0..5).filter(|&i| resident[i]).map(|i| sections[i].1.len() as u64 * sections[i].0.point_bytes() as u64).sum();
+    let streamed_bytes = h.streamed_bytes(96)
+        + l.streamed_bytes(96)
+        + a_aux.as_ref().map_or(0, |p| p.streamed_bytes(96))
+        + b_g1_aux.as_ref().map_or(0, |p| p.streamed_bytes(96))
+        + b_g2_aux.as_ref().map_or(0, |p| p.streamed_bytes(192));
+    tracing::info!(device_gib = gib(device_bytes), host_gib = gib(streamed_bytes), "test setup points made on the device");
+    Ok(ResidentSrs { h, l, a_aux, b_g1_aux, b_g2_aux, a_inputs, b_g1_inputs, b_g2_inputs, device_bytes, streamed_bytes })
+}
+
+/// The points `scalars[i] * G` in the file's encoding (`bytes` each), made
+/// on the device `HOST_CHUNK` at a time (`make`) and encoded on the host.
+fn made_on_host<P: Sync, E: AsRef<[u8]>>(
+    scalars: &[Scalar],
+    bytes: usize,
+    make: impl Fn(&[Scalar]) -> Result<Vec<P>, kiln_gpu::GpuError>,
+    encode: impl Fn(&P) -> E + Sync,
+) -> Result<Vec<u8>, ProveError> {
+    let mut raw = vec![0u8; scalars.len() * bytes];
+    for (sc, out) in scalars.chunks(HOST_CHUNK).zip(raw.chunks_mut(HOST_CHUNK * bytes)) {
+        let pts = make(sc).map_err(gpu_err)?;
+        out.par_chunks_mut(bytes).zip(pts.par_iter()).for_each(|(o, p)| o.copy_from_slice(encode(p).as_ref()));
+    }
+    Ok(raw)
+}
+
+/// Point `k` of raw points in the file's encoding (made by [`made_on_host`]).
+fn decode<A: UncompressedEncoding + Default>(raw: &[u8], k: usize) -> A {
+    let mut enc = A::Uncompressed::default();
+    let n = enc.as_ref().len();
+    enc.as_mut().copy_from_slice(&raw[k * n..(k + 1) * n]);
+    // An encoding that does not decode is never equal to the CPU's point.
+    Option::from(A::from_uncompressed_unchecked(&enc)).unwrap_or_default()
 }
 
 /// Reads back the first, the last and some spread points of a section of

@@ -82,13 +82,18 @@ pub(super) enum Points<D> {
     Device(D),
     /// Streamed from the parameter file for each proof: points `range` of `section`.
     Host { section: Section, range: Range<usize> },
+    /// Streamed for each proof from host memory, in the file's encoding: a
+    /// test setup's points that do not fit in VRAM (made on the device,
+    /// read back once).
+    Memory(Vec<u8>),
 }
 
 impl<D> Points<D> {
-    fn streamed_bytes(&self, point: u64) -> u64 {
+    pub(super) fn streamed_bytes(&self, point: u64) -> u64 {
         match self {
             Points::Device(_) => 0,
             Points::Host { range, .. } => range.len() as u64 * point,
+            Points::Memory(raw) => raw.len() as u64,
         }
     }
 }
@@ -205,9 +210,6 @@ impl GpuContext {
     }
 
     fn place_srs(&self, params: &ParamsFile, b_inputs: usize, stream: &GpuStream) -> Result<ResidentSrs, ProveError> {
-        if params.is_test_setup() {
-            return super::setup::place_test_setup(&self.device, params, b_inputs, stream);
-        }
         let shape = params.shape();
         let n_in = shape.num_inputs;
         if b_inputs > shape.b_g1_len || n_in > shape.a_len {
@@ -218,30 +220,14 @@ impl GpuContext {
             return Err(ProveError::ShapeMismatch { what, circuit: 1, params: 0 });
         }
         let sections = device_sections(&shape, b_inputs);
-        let bytes = |(s, r): &(Section, Range<usize>)| r.len() as u64 * s.point_bytes() as u64;
         let (free, _) = self.device.memory().map_err(gpu_err)?;
-        let working = proof_working_bytes(&shape);
         let limits = *self.limits.lock();
-        let total: u64 = sections.iter().map(bytes).sum();
-        let room = (free as u64).saturating_sub(working);
-        let mut budget = limits.srs_vram.map_or(room, |cap| cap.min(room));
-        let mut resident = [false; 5];
-        if total <= budget {
-            resident = [true; 5];
-        } else {
-            // Streaming needs its own buffers: two raw slots, the converted
-            // chunk and the chunk MSM's scratch, per worker at most.
-            budget = budget.saturating_sub(4 * limits.chunk_bytes as u64);
-            let mut order: Vec<usize> = (0..5).collect();
-            order.sort_by_key(|&i| std::cmp::Reverse(bytes(&sections[i])));
-            let mut used = 0;
-            for i in order {
-                if used + bytes(&sections[i]) <= budget {
-                    used += bytes(&sections[i]);
-                    resident[i] = true;
-                }
-            }
+        let room = (free as u64).saturating_sub(proof_working_bytes(&shape));
+        let resident = choose_resident(&sections, limits.srs_vram.map_or(room, |cap| cap.min(room)), limits.chunk_bytes);
+        if params.is_test_setup() {
+            return super::setup::place_test_setup(&self.device, params, stream, &sections, resident);
         }
+        let bytes = section_bytes;
         // Resident sections go up a block at a time through one reused
         // host block (96 MiB of G1): a production section (~12 GiB) is never
         // decoded whole into host memory.
@@ -300,7 +286,7 @@ impl GpuContext {
 
 /// The sections kept on the device (input-query points stay on the host),
 /// as (section, points): H, L, A, B G1, B G2.
-fn device_sections(shape: &ParamsShape, b_inputs: usize) -> [(Section, Range<usize>); 5] {
+pub(super) fn device_sections(shape: &ParamsShape, b_inputs: usize) -> [(Section, Range<usize>); 5] {
     [
         (Section::H, 0..shape.h_len),
         (Section::L, 0..shape.l_len),
@@ -308,6 +294,31 @@ fn device_sections(shape: &ParamsShape, b_inputs: usize) -> [(Section, Range<usi
         (Section::BG1, b_inputs.min(shape.b_g1_len)..shape.b_g1_len),
         (Section::BG2, b_inputs.min(shape.b_g2_len)..shape.b_g2_len),
     ]
+}
+
+fn section_bytes((s, r): &(Section, Range<usize>)) -> u64 {
+    r.len() as u64 * s.point_bytes() as u64
+}
+
+/// Which of `sections` stay in VRAM when `budget` bytes are theirs: all if
+/// they fit, else the largest that fit once the streaming buffers (two raw
+/// slots, the converted chunk and its MSM scratch per worker, `chunk_bytes`
+/// each) are set aside; the rest are streamed for each proof.
+pub(super) fn choose_resident(sections: &[(Section, Range<usize>); 5], budget: u64, chunk_bytes: usize) -> [bool; 5] {
+    if sections.iter().map(section_bytes).sum::<u64>() <= budget {
+        return [true; 5];
+    }
+    let budget = budget.saturating_sub(4 * chunk_bytes as u64);
+    let mut order: Vec<usize> = (0..5).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(section_bytes(&sections[i])));
+    let (mut used, mut resident) = (0, [false; 5]);
+    for i in order {
+        if used + section_bytes(&sections[i]) <= budget {
+            used += section_bytes(&sections[i]);
+            resident[i] = true;
+        }
+    }
+    resident
 }
 
 /// VRAM the sections of `shape` take when all are resident.

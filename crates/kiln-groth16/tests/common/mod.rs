@@ -7,6 +7,23 @@ use blstrs::Scalar;
 use kiln_synth::workload::SyntheticCircuit;
 use kiln_synth::{Assignment, AssignmentBuffers, CircuitCache, CompiledR1cs};
 
+/// GPU `ordinal`'s context, or `None` after saying why the test is
+/// skipped: no GPU (`covered` names the CPU tests that cover the same
+/// logic), or a GPU that does not open (with its error).
+pub fn gpu_context(ordinal: usize, covered: &str) -> Option<Arc<kiln_groth16::GpuContext>> {
+    if kiln_gpu::GpuDevice::count() == 0 {
+        eprintln!("no GPU: skipped ({covered})");
+        return None;
+    }
+    match kiln_groth16::GpuContext::open(ordinal) {
+        Ok(ctx) => Some(ctx),
+        Err(e) => {
+            eprintln!("GPU present but not usable ({e}): skipped");
+            None
+        }
+    }
+}
+
 /// `c`'s assignment with its products left to the prover (compiling `c`
 /// under `key` first).
 pub fn deferred(cache: &CircuitCache, key: &str, c: SyntheticCircuit) -> (Assignment, Arc<CompiledR1cs>) {
