@@ -79,7 +79,7 @@ for step in "$@"; do
   big)
     stamp "32 GiB WinningPoSt and PoRep C2"
     KILN_LOG=kiln_pipeline=info,kiln_filecoin=info,kiln_groth16=info,kiln_synth=info timeout $(lim 560) ./bench-filecoin --inputs in32 --kinds ${BIG_KINDS:-winning,porep} \
-      --test-setup /tmp/ts32 --warmup 0 --timed 1 --memory-budget 100GiB --out "$OUT/b32" > "$OUT/b32.txt" 2> "$OUT/b32.log"
+      --test-setup /tmp/ts32 --warmup 0 --timed 1 --memory-budget ${MEMBUDGET:-100GiB} --out "$OUT/b32" > "$OUT/b32.txt" 2> "$OUT/b32.log"
     echo "rc=$?"; tail -12 "$OUT/b32.txt"; grep -E "parameters made|circuit compiled|segmented recording|refus|test setup points" "$OUT/b32.log" | cut -c1-400 | tail -8
     ;;
   synth)
@@ -91,13 +91,13 @@ for step in "$@"; do
   steady)
     stamp "32 GiB PoRep C2, ${STEADY:-3} jobs at once"
     KILN_LOG=kiln_pipeline=info timeout $(lim 580) ./bench-filecoin --inputs in32 --kinds porep --test-setup /tmp/ts32 --warmup 0 --timed 1 \
-      --steady "${STEADY:-3}" --memory-budget 100GiB --out "$OUT/s32" > "$OUT/s32.txt" 2> "$OUT/s32.log"
+      --steady "${STEADY:-3}" --memory-budget ${MEMBUDGET:-100GiB} --out "$OUT/s32" > "$OUT/s32.txt" 2> "$OUT/s32.log"
     echo "rc=$?"; tail -8 "$OUT/s32.txt"
     ;;
   rest)
     stamp "32 GiB WindowPoSt and SnapDeals"
     KILN_LOG=kiln_pipeline=info timeout $(lim 580) ./bench-filecoin --inputs in32 --kinds window,snap --test-setup /tmp/ts32 --warmup 0 --timed 1 \
-      --memory-budget 100GiB --out "$OUT/r32" > "$OUT/r32.txt" 2> "$OUT/r32.log"
+      --memory-budget ${MEMBUDGET:-100GiB} --out "$OUT/r32" > "$OUT/r32.txt" 2> "$OUT/r32.log"
     echo "rc=$?"; tail -8 "$OUT/r32.txt"
     ;;
   latency)
