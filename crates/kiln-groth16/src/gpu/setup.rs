@@ -41,8 +41,6 @@ pub(super) fn place_test_setup(
     sections: &[(Section, Range<usize>); 5],
     resident: [bool; 5],
 ) -> Result<ResidentSrs, ProveError> {
-    let n_in = params.shape().num_inputs;
-    let b_inputs = sections[3].1.start;
     let scalars = |sec: Section, range: &Range<usize>| &params.setup_scalars(sec).expect("a test setup has scalars")[range.clone()];
     let (t1, t2) = (g1_table().flat(), g2_table().flat());
     let g1 = |i: usize| -> Result<Option<Points<DeviceG1>>, ProveError> {
@@ -77,20 +75,9 @@ pub(super) fn place_test_setup(
         check_sample(b_sc.len(), |idx| dev.download_g2(s, &pts, idx), cpu2)?;
         Some(Points::Device::<DeviceG2>(pts))
     };
-    let mut a_inputs = Vec::new();
-    params.g1_points(Section::A, 0..n_in, &mut a_inputs)?;
-    let mut b_g1_inputs = Vec::new();
-    params.g1_points(Section::BG1, 0..b_inputs, &mut b_g1_inputs)?;
-    let mut b_g2_inputs = Vec::new();
-    params.g2_points(0..b_inputs, &mut b_g2_inputs)?;
-    let device_bytes = (0..5).filter(|&i| resident[i]).map(|i| sections[i].1.len() as u64 * sections[i].0.point_bytes() as u64).sum();
-    let streamed_bytes = h.streamed_bytes(96)
-        + l.streamed_bytes(96)
-        + a_aux.as_ref().map_or(0, |p| p.streamed_bytes(96))
-        + b_g1_aux.as_ref().map_or(0, |p| p.streamed_bytes(96))
-        + b_g2_aux.as_ref().map_or(0, |p| p.streamed_bytes(192));
-    tracing::info!(device_gib = gib(device_bytes), host_gib = gib(streamed_bytes), "test setup points made on the device");
-    Ok(ResidentSrs { h, l, a_aux, b_g1_aux, b_g2_aux, a_inputs, b_g1_inputs, b_g2_inputs, device_bytes, streamed_bytes })
+    let placed = ResidentSrs::new(params, sections, resident, [h, l], [a_aux, b_g1_aux], b_g2_aux)?;
+    tracing::info!(device_gib = gib(placed.device_bytes), host_gib = gib(placed.streamed_bytes), "test setup points made on the device");
+    Ok(placed)
 }
 
 /// The points `scalars[i] * G` in the file's encoding (`bytes` each), made

@@ -89,7 +89,7 @@ pub(super) enum Points<D> {
 }
 
 impl<D> Points<D> {
-    pub(super) fn streamed_bytes(&self, point: u64) -> u64 {
+    fn streamed_bytes(&self, point: u64) -> u64 {
         match self {
             Points::Device(_) => 0,
             Points::Host { range, .. } => range.len() as u64 * point,
@@ -227,7 +227,6 @@ impl GpuContext {
         if params.is_test_setup() {
             return super::setup::place_test_setup(&self.device, params, stream, &sections, resident);
         }
-        let bytes = section_bytes;
         // Resident sections go up a block at a time through one reused
         // host block (96 MiB of G1): a production section (~12 GiB) is never
         // decoded whole into host memory.
@@ -267,14 +266,31 @@ impl GpuContext {
                 Some(Points::Device(dst))
             }
         };
+        stream.synchronize().map_err(|e| gpu_err(e.into()))?;
+        ResidentSrs::new(params, &sections, resident, [h, l], [a_aux, b_g1_aux], b_g2_aux)
+    }
+}
+
+impl ResidentSrs {
+    /// The placed sections (`sections` and `resident` as
+    /// [`choose_resident`] took them; `[h, l]`, `[a_aux, b_g1_aux]`) with
+    /// the input-query points, read on the host, and what they occupy.
+    pub(super) fn new(
+        params: &ParamsFile,
+        sections: &[(Section, Range<usize>); 5],
+        resident: [bool; 5],
+        [h, l]: [Points<DeviceG1>; 2],
+        [a_aux, b_g1_aux]: [Option<Points<DeviceG1>>; 2],
+        b_g2_aux: Option<Points<DeviceG2>>,
+    ) -> Result<Self, ProveError> {
+        let (n_in, b_inputs) = (sections[2].1.start, sections[3].1.start);
         let mut a_inputs = Vec::new();
         params.g1_points(Section::A, 0..n_in, &mut a_inputs)?;
         let mut b_g1_inputs = Vec::new();
         params.g1_points(Section::BG1, 0..b_inputs, &mut b_g1_inputs)?;
         let mut b_g2_inputs = Vec::new();
         params.g2_points(0..b_inputs, &mut b_g2_inputs)?;
-        stream.synchronize().map_err(|e| gpu_err(e.into()))?;
-        let device_bytes = (0..5).filter(|&i| resident[i]).map(|i| bytes(&sections[i])).sum();
+        let device_bytes = (0..5).filter(|&i| resident[i]).map(|i| section_bytes(&sections[i])).sum();
         let streamed_bytes = h.streamed_bytes(96)
             + l.streamed_bytes(96)
             + a_aux.as_ref().map_or(0, |p| p.streamed_bytes(96))
@@ -323,7 +339,7 @@ pub(super) fn choose_resident(sections: &[(Section, Range<usize>); 5], budget: u
 
 /// VRAM the sections of `shape` take when all are resident.
 pub(super) fn srs_device_bytes(shape: &ParamsShape, b_inputs: usize) -> u64 {
-    device_sections(shape, b_inputs).iter().map(|(s, r)| r.len() as u64 * s.point_bytes() as u64).sum()
+    device_sections(shape, b_inputs).iter().map(section_bytes).sum()
 }
 
 /// The margin kept free for one proof's own buffers (a, b, c, aux, MSM
