@@ -42,7 +42,9 @@ nproc; free -g | head -2
 procs() {
   for p in $(pgrep -f 'bench-filecoin|bench-latency|kiln serve' 2>/dev/null); do
     local st; st=$(cat /proc/$p/task/*/stat 2>/dev/null | awk '{print $3}' | sort | uniq -c | tr -s ' \n' ' ')
-    echo -n " [$p rss $(awk '/VmRSS/{printf "%.1fG", $2/1048576}' /proc/$p/status 2>/dev/null) threads:$st]"
+    # The running ones by name: which thread spins when nothing moves.
+    local run; run=$(for t in /proc/$p/task/*; do [ "$(awk '{print $3}' $t/stat 2>/dev/null)" = R ] && cat $t/comm; done 2>/dev/null | sort | uniq -c | tr -s ' \n' ' ')
+    echo -n " [$p rss $(awk '/VmRSS/{printf "%.1fG", $2/1048576}' /proc/$p/status 2>/dev/null) threads:$st running:$run]"
   done
 }
 # VRAM in use every 2 s (its peak is what a smaller card must hold).
@@ -78,9 +80,15 @@ for step in "$@"; do
     ;;
   big)
     stamp "32 GiB WinningPoSt and PoRep C2"
-    KILN_LOG=kiln_pipeline=info,kiln_filecoin=info,kiln_groth16=info,kiln_synth=info timeout $(lim 560) ./bench-filecoin --inputs in32 --kinds ${BIG_KINDS:-winning,porep} \
-      --test-setup /tmp/ts32 --warmup 0 --timed 1 --memory-budget ${MEMBUDGET:-100GiB} --out "$OUT/b32" > "$OUT/b32.txt" 2> "$OUT/b32.log"
-    echo "rc=$?"; tail -12 "$OUT/b32.txt"; grep -E "parameters made|circuit compiled|segmented recording|refus|test setup points" "$OUT/b32.log" | cut -c1-400 | tail -8
+    KILN_LOG=kiln_pipeline=info,kiln_filecoin=info,kiln_groth16=debug,kiln_synth=info timeout $(lim 560) ./bench-filecoin --inputs in32 --kinds ${BIG_KINDS:-winning,porep} \
+      --test-setup /tmp/ts32 --warmup 0 --timed 1 --memory-budget ${MEMBUDGET:-100GiB} --gpu-workers ${GPU_WORKERS:-2} --out "$OUT/b32" > "$OUT/b32.txt" 2> "$OUT/b32.log" &
+    bench=$!
+    # Every thread's name, state and kernel wait channel shortly before the
+    # step's limit: what each waits on if the run has stalled.
+    ( sleep $(( $(lim 560) - 25 )); for t in /proc/$(pgrep -x bench-filecoin | head -1)/task/*; do echo "$(cat $t/comm) $(awk '{print $3}' $t/stat) $(cat $t/wchan)"; done > "$OUT/threads.txt" 2>&1 ) &
+    dump=$!
+    wait $bench; rc=$?; kill $dump 2>/dev/null
+    echo "rc=$rc"; tail -12 "$OUT/b32.txt"; grep -E "parameters made|circuit compiled|segmented recording|refus|test setup points" "$OUT/b32.log" | cut -c1-400 | tail -8
     ;;
   synth)
     stamp "32 GiB synthesis on the host alone: ${SYNTH_KINDS:-porep}"

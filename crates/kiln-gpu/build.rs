@@ -39,11 +39,17 @@ fn up_to_date(fatbin: &Path, newest_source: Option<SystemTime>) -> bool {
     matches!((built, newest_source), (Some(b), Some(s)) if b >= s)
 }
 
+/// Fatbins of other sources or target sets kept in the cache beside the current one.
+const KEEP_OTHER_FATBINS: usize = 3;
+
 /// Embeds `fatbin`; `holds` says which GPUs it has code for (kiln-gpu's
 /// `KERNEL_TARGETS`).
 fn embed(fatbin: &Path, holds: &str) {
     println!("cargo:rustc-cfg=kiln_kernels");
     println!("cargo:rustc-env=KILN_FATBIN_PATH={}", fatbin.display());
+    // A fatbin removed since (another target set's build prunes the cache)
+    // builds it again rather than failing to include it.
+    println!("cargo:rerun-if-changed={}", fatbin.display());
     println!("cargo:rustc-env=KILN_KERNEL_TARGETS={holds}");
 }
 
@@ -138,11 +144,21 @@ fn build_cached(cuda: &Path, target: &Path) -> Result<(PathBuf, String), String>
     let nvcc_path = nvcc::find_nvcc(None, target, true)?;
     let started = Instant::now();
     nvcc::compile(&nvcc_path, cuda, &targets, &fatbin, &[])?;
-    // Only the current sources' fatbin is worth keeping.
-    for old in std::fs::read_dir(&cache).into_iter().flatten().flatten().map(|e| e.path()) {
-        if old != fatbin && old.extension().is_some_and(|e| e == "fatbin") {
-            let _ = std::fs::remove_file(old);
-        }
+    // Older sources' fatbins are not worth keeping, but a few recent ones
+    // are: builds for other target sets (KILN_CUDA_ARCHS, a release and a
+    // dev build) share this cache, and each would recompile if the other's
+    // fatbin went.
+    let mut fatbins: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(&cache)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p != &fatbin && p.extension().is_some_and(|e| e == "fatbin"))
+        .filter_map(|p| Some((std::fs::metadata(&p).and_then(|m| m.modified()).ok()?, p)))
+        .collect();
+    fatbins.sort();
+    for (_, old) in fatbins.iter().rev().skip(KEEP_OTHER_FATBINS) {
+        let _ = std::fs::remove_file(old);
     }
     println!(
         "cargo:warning=kiln-gpu: compiled the CUDA kernels ({holds}) with {} in {:.0} s (cached as {})",

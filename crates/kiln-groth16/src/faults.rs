@@ -339,6 +339,9 @@ impl ProverBackend for FaultyBackend {
     fn evict_device(&self, params_id: u64) -> u64 {
         self.inner.evict_device(params_id)
     }
+    fn placement_host_bytes(&self, params: &ParamsFile) -> u64 {
+        self.inner.placement_host_bytes(params)
+    }
     fn device(&self) -> String {
         self.inner.device()
     }

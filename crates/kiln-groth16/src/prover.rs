@@ -119,6 +119,17 @@ pub trait ProverBackend: Send + Sync {
         let _ = params_id;
         0
     }
+    /// Host memory this backend's device will hold for `params` beyond the
+    /// parameters' own bytes once it places them: a test setup whose points
+    /// do not all fit in VRAM keeps the rest in host memory, read back from
+    /// the device. 0 when `params` are placed already or nothing stays on
+    /// the host. A pipeline reserves it with the parameters (once per
+    /// device) and calls [`ProverBackend::evict_device`] when it lets them
+    /// go. Default: 0.
+    fn placement_host_bytes(&self, params: &ParamsFile) -> u64 {
+        let _ = params;
+        0
+    }
     /// What the work runs on ("cpu", "gpu0"): workers reporting the same
     /// device share it. Default: the worker's name.
     fn device(&self) -> String {

@@ -156,6 +156,61 @@ fn test_setup_points_made_on_the_device_give_the_cpus_proofs() {
     ctx.set_srs_vram_limit(None);
 }
 
+/// Two workers of one device start their first proofs against a test
+/// setup at once, with VRAM for about H and L only: the setup is placed
+/// once (the second worker waits for it, it does not make its own copy),
+/// keeps on the host exactly what `placement_host_bytes` said beforehand
+/// (what a pipeline reserves), and both workers then stream those points
+/// at the same time, every proof equal to the CPU's. (The 32 GiB PoRep run
+/// on an H100 had a second worker that never answered.)
+#[test]
+fn two_workers_place_a_test_setup_once_and_both_stream_it() {
+    let Some(ctx) = gpu_context(0, "tests/test_setup.rs covers test setups on the CPU") else { return };
+    ctx.set_stream_chunk_bytes(1 << 16);
+    ctx.set_srs_vram_limit(Some(2 * 96 * 131_072 + 4 * (1 << 16)));
+    let workers = [GpuBackend::new(&ctx, 0).unwrap(), GpuBackend::new(&ctx, 1).unwrap()];
+    let c = SyntheticCircuit { kind: WorkloadKind::FilecoinLike, constraints: 70_000, inputs: 4, structure_seed: 12, witness_seed: Some(13) };
+    let params = Arc::new(setup::test_setup(c, [77; 32], &mut |_| Ok(())).unwrap());
+    let said = workers[0].placement_host_bytes(&params);
+    assert!(said > 0, "A and B do not fit under the cap");
+    assert_eq!(workers[1].placement_host_bytes(&params), said, "workers of one device agree");
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(29);
+    let rs: Vec<Randomness> = (0..6).map(|_| Randomness::random(&mut rng)).collect();
+    let barrier = std::sync::Barrier::new(2);
+    let proofs: Vec<Vec<_>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = workers
+            .iter()
+            .enumerate()
+            .map(|(w, gpu)| {
+                let (params, rs, barrier) = (&params, &rs, &barrier);
+                scope.spawn(move || {
+                    barrier.wait();
+                    (0..3)
+                        .map(|k| {
+                            let r = rs[w * 3 + k];
+                            let asg = synthesize(c, AssignmentBuffers::heap()).unwrap();
+                            (r, finish(prove_start(gpu, params, asg, r).unwrap()).unwrap().proof)
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (r, proof) in proofs.into_iter().flatten() {
+        let cpu = finish(prove_start(&CpuBackend, &params, synthesize(c, AssignmentBuffers::heap()).unwrap(), r).unwrap()).unwrap().proof;
+        assert_eq!(proof, cpu);
+    }
+    let placed: Vec<_> = ctx.resident().into_iter().filter(|r| r.params_id == params.id()).collect();
+    assert_eq!(placed.len(), 1);
+    // Said before the B input count was known: at most those few points over.
+    let over = said - placed[0].streamed_bytes.min(said);
+    assert!(placed[0].streamed_bytes <= said && over <= 5 * (96 + 192), "kept {} on the host, said {said}", placed[0].streamed_bytes);
+    assert_eq!(workers[0].placement_host_bytes(&params), 0, "placed: nothing more to reserve");
+    ctx.evict(params.id());
+    ctx.set_srs_vram_limit(None);
+}
+
 /// Products left to the prover, on the GPU: with the circuit's matrices
 /// resident (a/b/c evaluated and checked on the device) and with no VRAM
 /// allowed for them (evaluated and checked on the host, then uploaded),

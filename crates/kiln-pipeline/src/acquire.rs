@@ -117,5 +117,5 @@ fn attempt(shared: &Shared, job: &Arc<Job>, footprint: &PartitionFootprint, lane
 fn relieve_memory(shared: &Shared, job: &Job, waited: Duration) {
     shared.srs.relieve(Some(&job.srs.id), waited);
     shared.lanes.trim_critical_pool();
-    crate::circuits::relieve(&shared.circuits, &shared.budget);
+    crate::circuits::relieve(&shared.circuits, &shared.budget, !shared.counters.snapshot().is_idle());
 }

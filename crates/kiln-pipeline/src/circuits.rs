@@ -70,9 +70,17 @@ pub(crate) fn circuit_cache(config: &EngineConfig, budget: &MemoryBudget) -> Cir
 /// While reservations wait for memory the budget does not have, drop the
 /// least recently used compiled circuit, the waiter's own included (a job
 /// that fits the budget must never wait on its own cache): it is rebuilt
-/// by the next synthesis of its circuit.
-pub(crate) fn relieve(circuits: &CircuitCache, budget: &MemoryBudget) {
+/// by the next synthesis of its circuit. Not when the compiled circuits'
+/// bytes would not let the waiters in anyway and partitions in flight will
+/// give memory back: dropping the circuit then gains nothing and sends
+/// every later synthesis of it down the gadget path (a 32 GiB PoRep
+/// partition: about ten times the compiled witness time).
+pub(crate) fn relieve(circuits: &CircuitCache, budget: &MemoryBudget, partitions_in_flight: bool) {
     let snap = budget.snapshot();
+    let compiled = circuits.stats().bytes as u64;
+    if partitions_in_flight && snap.available + compiled < snap.waiting_bytes {
+        return;
+    }
     if snap.waiting_bytes > snap.available {
         if let Some(bytes) = circuits.evict_least_recent(None) {
             tracing::info!(bytes, "compiled circuit dropped for waiting reservations");
@@ -90,4 +98,48 @@ fn cache_cap(config: &EngineConfig, budget: &MemoryBudget) -> u64 {
 pub(crate) fn compile_allowance(config: &EngineConfig, budget: &MemoryBudget, shape: &CircuitShape) -> usize {
     let cap = cache_cap(config, budget);
     (shape.num_constraints as u64).saturating_mul(ALLOWANCE_PER_CONSTRAINT).min(cap) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::{Context, Waker};
+
+    use kiln_synth::workload::{SyntheticCircuit, WorkloadKind};
+    use kiln_synth::AssignmentBuffers;
+
+    use super::*;
+
+    /// A compiled circuit is dropped for a waiting reservation when that
+    /// lets the waiter in or nothing else will free memory; not when it
+    /// would not help and partitions in flight will.
+    #[test]
+    fn a_waiter_drops_the_compiled_circuit_only_when_that_helps() {
+        let budget = MemoryBudget::new(1 << 30);
+        let config = EngineConfig { compiled_circuits_bytes: Some(1 << 29), ..EngineConfig::default() };
+        let cache = circuit_cache(&config, &budget);
+        let circuit = SyntheticCircuit::filling_domain(WorkloadKind::FilecoinLike, 10, 1);
+        let turn = cache.take_turn("k", 1 << 24);
+        let ctx = cache.context("k", 1 << 24).with_turn(turn.as_ref());
+        ctx.synthesize(|| Ok(circuit.with_witness(1)), AssignmentBuffers::heap()).unwrap();
+        drop(turn);
+        assert_eq!(cache.stats().circuits, 1);
+        let held = budget.snapshot().reserved;
+        let rest = budget.try_reserve(budget.total() - held, MemoryClass::Other).unwrap();
+        let poll = |w: &mut kiln_memory::Reserve| Pin::new(w).poll(&mut Context::from_waker(Waker::noop())).is_ready();
+        // A waiter larger than the compiled circuit: dropping it would not help.
+        let mut large = budget.reserve(held * 2, MemoryClass::Synthesis);
+        assert!(!poll(&mut large));
+        relieve(&cache, &budget, true);
+        assert_eq!(cache.stats().circuits, 1, "kept: partitions in flight will serve the waiter");
+        drop(large);
+        // One the compiled circuit's bytes would serve.
+        let mut small = budget.reserve(held / 2, MemoryClass::Synthesis);
+        assert!(!poll(&mut small));
+        relieve(&cache, &budget, true);
+        assert_eq!(cache.stats().circuits, 0, "dropped: that lets the waiter in");
+        assert!(poll(&mut small));
+        drop(rest);
+    }
 }

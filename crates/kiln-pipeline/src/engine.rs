@@ -120,7 +120,7 @@ impl Engine {
         };
         let health = Health::new(&workers.iter().map(|(b, takes)| (b.device(), *takes)).collect::<Vec<_>>(), &config);
         let shared = Arc::new(Shared {
-            srs: SrsManager::new(budget.clone(), pool.clone(), on_reopen),
+            srs: SrsManager::new(budget.clone(), pool.clone(), on_reopen, crate::srs::placement_host(&backends)),
             circuits: crate::circuits::circuit_cache(&config, &budget),
             counters: StageCounters::new(config.counter_log_interval_ms),
             synth_queue: WorkQueue::new(None),

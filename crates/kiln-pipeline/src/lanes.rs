@@ -125,6 +125,23 @@ impl Lanes {
         }
     }
 
+    /// Runs a prover's start for `lane` and waits for it: in the lane's
+    /// pool, except a bulk start on a device (the satisfaction check and the
+    /// copies to the device), which runs on the calling thread with its
+    /// parallel work on rayon's global pool. Not in the bulk pool: a bulk
+    /// thread blocked in a join there takes queued work while it waits, and
+    /// the queued work there is whole partition syntheses (seconds to
+    /// minutes at 32 GiB); a start that picked one up would keep its device
+    /// idle, and its partition's buffers held, until that synthesis ended.
+    /// A CPU prover's start is the whole proof and stays in the bulk pool.
+    pub(crate) fn run_start<R: Send>(&self, lane: Lane, on_device: bool, f: impl FnOnce() -> R + Send) -> R {
+        match (lane, &self.critical_cpu) {
+            (Lane::Critical, Some(pool)) => pool.install(f),
+            (Lane::Bulk, _) if on_device => f(),
+            _ => self.bulk_cpu.install(f),
+        }
+    }
+
     /// The critical lane's budget handle and pool (bulk uses the engine's own).
     pub(crate) fn critical_memory(&self) -> (&MemoryBudget, &PinnedPool) {
         (&self.critical_budget, &self.critical_pool)

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use kiln_groth16::ParamsFile;
+use kiln_groth16::{ParamsFile, ProverBackend};
 use kiln_memory::{Evictor, MemoryBudget, MemoryClass, MemoryReservation, PinnedPool};
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -109,6 +109,11 @@ impl Entry {
         }
     }
 
+    /// The id of made (not file-backed) parameters that are loaded.
+    fn made_params_id(&self) -> Option<u64> {
+        self.spec.open.as_ref().and(self.params.as_ref()).map(|p| p.id())
+    }
+
     /// Unmaps and unreserves; the caller drops what is returned outside the lock.
     fn unload(&mut self) -> (Option<Arc<ParamsFile>>, Option<MemoryReservation>) {
         (self.params.take(), self.reservation.take())
@@ -127,15 +132,23 @@ pub(crate) enum Remakeable {
     Any,
 }
 
-/// Called with the [`ParamsFile::id`] of parameters that were opened again
-/// because their file changed: the engine drops their device copies.
+/// Called with the [`ParamsFile::id`] of parameters whose device copies
+/// must go: opened again because their file changed, or made ones (a test
+/// setup) unloaded, whose device copies may hold host memory counted with
+/// them ([`PlacementHost`]).
 pub(crate) type OnReopen = Box<dyn Fn(u64) + Send + Sync>;
+
+/// Host memory the devices will hold for parameters once they place them,
+/// beyond the parameters' own bytes (ProverBackend::placement_host_bytes
+/// summed over the devices): reserved with the parameters.
+pub(crate) type PlacementHost = Box<dyn Fn(&ParamsFile) -> u64 + Send + Sync>;
 
 /// The manager; shared by the engine's threads.
 pub(crate) struct SrsManager {
     budget: MemoryBudget,
     pool: PinnedPool,
     on_reopen: OnReopen,
+    placement_host: PlacementHost,
     entries: Mutex<HashMap<String, Entry>>,
     /// One lock per id, held while its file is generated (so it is made once).
     generating: Mutex<HashMap<String, Arc<Mutex<()>>>>,
@@ -176,11 +189,12 @@ impl Drop for SrsLease {
 }
 
 impl SrsManager {
-    pub(crate) fn new(budget: MemoryBudget, pool: PinnedPool, on_reopen: OnReopen) -> Arc<Self> {
+    pub(crate) fn new(budget: MemoryBudget, pool: PinnedPool, on_reopen: OnReopen, placement_host: PlacementHost) -> Arc<Self> {
         let manager = Arc::new(SrsManager {
             budget: budget.clone(),
             pool,
             on_reopen,
+            placement_host,
             entries: Mutex::new(HashMap::new()),
             generating: Mutex::new(HashMap::new()),
         });
@@ -259,14 +273,21 @@ impl SrsManager {
                 tracing::info!(id = %spec.id, "making parameters (test setup)");
                 let made = open(&self.budget).map_err(|e| format!("making parameters {:?} failed: {e}", spec.id))?;
                 tracing::info!(id = %spec.id, elapsed = ?started.elapsed(), bytes = made.size_bytes(), "parameters made");
-                Arc::new(made)
+                // Kept before the lock goes: a thread waiting for it must
+                // find them rather than make them again.
+                return Ok(self.keep_probed(&spec.id, Arc::new(made)));
             }
         };
+        Ok(self.keep_probed(&spec.id, params))
+    }
+
+    /// Keeps `params` as `id`'s (or the ones another thread kept first).
+    fn keep_probed(&self, id: &str, params: Arc<ParamsFile>) -> Arc<ParamsFile> {
         let mut entries = self.entries.lock();
-        let e = entries.get_mut(&spec.id).expect("registered above");
+        let e = entries.get_mut(id).expect("registered by probe");
         e.size = params.size_bytes();
         e.params_id = Some(params.id());
-        Ok(e.params.get_or_insert(params).clone())
+        e.params.get_or_insert(params).clone()
     }
 
     /// Drops `stale` from `id`'s entry (with its reservation when no
@@ -303,7 +324,10 @@ impl SrsManager {
         if let Some(lease) = self.try_lease_hot(&spec.id) {
             return Ok(Some(lease));
         }
-        let size = params.size_bytes();
+        // With what the devices will keep on the host for them (asked
+        // before they place them, which they do for the first partition).
+        let placed_on_host = (self.placement_host)(&params);
+        let size = params.size_bytes() + placed_on_host;
         let started = Instant::now();
         let reserve = budget.reserve(size, MemoryClass::Srs);
         let tick = || self.relieve(Some(&spec.id), started.elapsed());
@@ -321,7 +345,7 @@ impl SrsManager {
         let params = e.params.clone().expect("set above");
         drop(entries);
         drop(spare); // someone made it hot meanwhile
-        tracing::info!(id = %spec.id, bytes = size, waited = ?started.elapsed(), "parameters loaded (hot)");
+        tracing::info!(id = %spec.id, bytes = size, placed_on_host, waited = ?started.elapsed(), "parameters loaded (hot)");
         Ok(Some(SrsLease { manager: self.clone(), id: spec.id.clone(), params }))
     }
 
@@ -336,6 +360,14 @@ impl SrsManager {
         Some(SrsLease { manager: self.clone(), id: id.to_string(), params: e.params.clone().expect("hot") })
     }
 
+    /// The budget bytes `params` (of `id`) take when hot: what their
+    /// reservation holds if they are, else their own bytes and what the
+    /// devices will keep on the host for them.
+    pub(crate) fn hot_bytes(&self, id: &str, params: &ParamsFile) -> u64 {
+        let hot = self.entries.lock().get(id).filter(|e| e.tier() == SrsTier::Hot).map(|e| e.size);
+        hot.unwrap_or_else(|| params.size_bytes() + (self.placement_host)(params))
+    }
+
     /// Whether `id` is hot now.
     pub(crate) fn is_hot(&self, id: &str) -> bool {
         self.entries.lock().get(id).is_some_and(|e| e.tier() == SrsTier::Hot)
@@ -343,7 +375,7 @@ impl SrsManager {
 
     /// Unloads `id` if no partition uses it.
     pub(crate) fn evict(&self, id: &str) -> Result<EvictResult, String> {
-        let (unloaded, freed) = {
+        let unloaded_made = {
             let mut entries = self.entries.lock();
             let Some(e) = entries.get_mut(id) else {
                 return Ok(EvictResult { was_loaded: false, freed_bytes: 0 });
@@ -352,10 +384,13 @@ impl SrsManager {
                 return Err(format!("parameters {id:?} are in use by {} partition(s)", e.refs));
             }
             let was_loaded = e.tier() != SrsTier::Cold;
+            let made = e.made_params_id();
             let unloaded = e.unload();
             let freed = unloaded.1.as_ref().map_or(0, MemoryReservation::bytes);
-            (unloaded, EvictResult { was_loaded, freed_bytes: freed })
+            (unloaded, made, EvictResult { was_loaded, freed_bytes: freed })
         };
+        let (unloaded, made, freed) = unloaded_made;
+        self.drop_device_copies(made);
         drop(unloaded);
         tracing::info!(id, freed_bytes = freed.freed_bytes, "parameters evicted");
         Ok(freed)
@@ -382,13 +417,24 @@ impl SrsManager {
                 }
                 freed += e.size;
                 tracing::info!(id = %e.spec.id, bytes = e.size, "evicting idle parameters for memory");
-                out.push(e.unload());
+                out.push((e.made_params_id(), e.unload()));
             }
             out
         };
-        let freed = unloaded.iter().filter_map(|(_, r)| r.as_ref()).map(MemoryReservation::bytes).sum();
+        let freed = unloaded.iter().filter_map(|(_, (_, r))| r.as_ref()).map(MemoryReservation::bytes).sum();
+        for (made, _) in &unloaded {
+            self.drop_device_copies(*made);
+        }
         drop(unloaded);
         freed
+    }
+
+    /// Made parameters' device copies go with them: what they keep on the
+    /// host was reserved with the parameters ([`PlacementHost`]).
+    fn drop_device_copies(&self, made: Option<u64>) {
+        if let Some(params_id) = made {
+            (self.on_reopen)(params_id);
+        }
     }
 
     /// Called periodically by whoever waits for budget bytes (and has
@@ -455,4 +501,16 @@ impl Evictor for IdleEvictor {
     fn evict(&self, wanted_bytes: u64) -> u64 {
         self.0.upgrade().map_or(0, |m| m.evict_idle(wanted_bytes))
     }
+}
+
+/// [`PlacementHost`] over `backends`: each device counted once (its
+/// workers share its placed parameters).
+pub(crate) fn placement_host(backends: &[Arc<dyn ProverBackend>]) -> PlacementHost {
+    let mut one_per_device: Vec<Arc<dyn ProverBackend>> = Vec::new();
+    for b in backends {
+        if !one_per_device.iter().any(|o| o.device() == b.device()) {
+            one_per_device.push(b.clone());
+        }
+    }
+    Box::new(move |params| one_per_device.iter().map(|b| b.placement_host_bytes(params)).sum())
 }

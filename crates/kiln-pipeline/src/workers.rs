@@ -291,7 +291,7 @@ fn synthesize_partition(shared: &Arc<Shared>, task: PartitionTask) {
         Some(_) => PartitionFootprint::witness_only(&shape, &shared.config),
         None => PartitionFootprint::of(&shape, &shared.config),
     };
-    if let Err(e) = check_fits(shared, Lane::of(job.priority), &job.srs, params.size_bytes(), &footprint) {
+    if let Err(e) = check_fits(shared, Lane::of(job.priority), &job.srs, shared.srs.hot_bytes(&job.srs.id, &params), &footprint) {
         return fail(shared, &job, format!("job refused: {e}"));
     }
     drop(params);
@@ -360,7 +360,8 @@ fn synthesize_partition(shared: &Arc<Shared>, task: PartitionTask) {
 
 /// Starts synthesized partitions on `backend`, most urgent first among
 /// those it `takes`; the CPU side of the start (the satisfaction check, a
-/// CPU backend's whole prover) runs in the partition's lane.
+/// CPU backend's whole prover) runs in the partition's lane
+/// ([`crate::lanes::Lanes::run_start`] says where).
 ///
 /// Once its device is quarantined the worker pauses (waiting for work or
 /// after the partition at hand) until the device's probation, or stops
@@ -399,6 +400,7 @@ fn wait_for_probation(shared: &Shared, worker: usize) -> bool {
 
 /// The worker's loop until the engine stops or its device is quarantined.
 fn prove_partitions(shared: &Arc<Shared>, worker: usize, backend: &dyn ProverBackend, takes: Takes) {
+    let on_device = backend.device_status().is_some();
     let quarantined = || shared.health.is_quarantined(worker);
     let wants = |p: Priority| !quarantined() && (takes.wants(p) || !shared.health.lane_served(Lane::of(p)));
     while let Some(item) = shared.gpu_queue.pop_unless(wants, quarantined, |it| {
@@ -424,7 +426,7 @@ fn prove_partitions(shared: &Arc<Shared>, worker: usize, backend: &dyn ProverBac
         // The assignment moves into the prover; its pool buffer goes back to
         // the pool when `prove_start` returns (or unwinds).
         let lane = Lane::of(job.priority);
-        let result = shared.lanes.install(lane, || {
+        let result = shared.lanes.run_start(lane, on_device, || {
             catch_unwind(AssertUnwindSafe(|| prove_start(backend, &params, assignment, Randomness::random(&mut rand::thread_rng()))))
         });
         if lane == Lane::Critical {

@@ -35,6 +35,7 @@ use crate::msm::{msm_g1, msm_g2};
 use crate::params::ParamsFile;
 use crate::prover::{DeviceResidency, DeviceStatus, MsmResults, PendingMsms, PhaseTimings, ProductsSupport, ProverBackend};
 
+mod gate;
 mod products;
 mod setup;
 mod srs;
@@ -53,6 +54,8 @@ pub struct GpuBackend {
 
 /// A proof's device buffers, handed from `start` to the compute thread.
 struct Job {
+    /// Its place on the device, given up when the compute thread is done with it.
+    admitted: gate::Admitted,
     params: Arc<ParamsFile>,
     srs: Arc<ResidentSrs>,
     a: DeviceScalars,
@@ -138,6 +141,10 @@ impl ProverBackend for GpuBackend {
         self.ctx.evict(params_id).unwrap_or(0)
     }
 
+    fn placement_host_bytes(&self, params: &ParamsFile) -> u64 {
+        self.ctx.placement_host_bytes(params)
+    }
+
     fn device_products(&self, params: &ParamsFile, r1cs: &CompiledR1cs) -> ProductsSupport {
         self.ctx.products_support(params, r1cs)
     }
@@ -174,6 +181,12 @@ impl ProverBackend for GpuBackend {
         if uploaded {
             t.push("gpu_srs_upload", t0.elapsed());
         }
+        // Each step of a proof on the device at debug level: where a proof
+        // that never answers stopped.
+        // The witness goes up only when the device has room for this proof
+        // beside those still running there.
+        let admitted = self.ctx.admit(params);
+        tracing::debug!(worker = %self.label, "parameters placed; copying the witness");
         let shape = params.shape();
         let m = shape.domain();
         let log_m = m.trailing_zeros();
@@ -201,6 +214,7 @@ impl ProverBackend for GpuBackend {
         drop(buffers); // pinned buffers go back to their pool now
         let (reply, rx) = bounded(1);
         let job = Job {
+            admitted,
             params: params.clone(),
             srs,
             a,
@@ -218,6 +232,7 @@ impl ProverBackend for GpuBackend {
             timings: t,
             reply,
         };
+        tracing::debug!(worker = %self.label, "witness on the device; queued for the kernels");
         self.jobs.send(job).map_err(|_| ProveError::Backend { backend: "gpu", message: "GPU worker thread has stopped".into() })?;
         Ok(Box::new(GpuPending(rx)))
     }
@@ -324,11 +339,12 @@ impl Msms<'_> {
 
 fn compute(ctx: &GpuContext, s: &GpuStream, streamer: &mut Option<PointStreamer>, job: Job) -> Result<(MsmResults, PhaseTimings), ProveError> {
     let dev = &ctx.device;
-    let Job { params, srs, mut a, mut b, mut c, aux, n, log_m, num_aux, inputs, a_aux_density, b_input_density, b_aux_density, queued, mut timings, .. } = job;
+    let Job { admitted, params, srs, mut a, mut b, mut c, aux, n, log_m, num_aux, inputs, a_aux_density, b_input_density, b_aux_density, queued, mut timings, .. } = job;
     timings.push("gpu_queue_wait", queued.elapsed());
     let span = DeviceSpan::begin(s).map_err(gpu_err)?;
     dev.h_pipeline(s, &mut a, &mut b, &mut c, n, log_m).map_err(gpu_err)?;
     timings.push("h_pipeline", span.end().map_err(gpu_err)?);
+    tracing::debug!("H computed; MSMs next");
     drop((b, c));
     // Each MSM's device time comes from CUDA events; its host share (bitmap
     // ranks, window combination) and the CPU sums over the few input-query
@@ -343,6 +359,10 @@ fn compute(ctx: &GpuContext, s: &GpuStream, streamer: &mut Option<PointStreamer>
     let b_g1_aux = msms.g1("msm_b_g1", srs.b_g1_aux.as_ref(), all(Some(&b_aux_density)))?;
     let b_g2_aux = msms.g2("msm_b_g2", srs.b_g2_aux.as_ref(), all(Some(&b_aux_density)))?;
     let host = msms.host;
+    tracing::debug!("MSMs done");
+    // The device buffers are gone (aux last): the next proof may go up.
+    drop(aux);
+    drop(admitted);
     let t0 = Instant::now();
     let b_in: Vec<Scalar> = b_input_density.iter_set().map(|i| inputs[i]).collect();
     let a_q = a_aux + msm_g1(&srs.a_inputs, &inputs);

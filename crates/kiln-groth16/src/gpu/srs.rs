@@ -18,6 +18,7 @@ use parking_lot::Mutex;
 
 use crate::error::ProveError;
 use crate::params::{ParamsFile, ParamsShape, Section};
+use super::gate::{Admitted, DeviceGate};
 use super::products::ResidentMatrices;
 
 /// A CUDA error as a proof's error: [`ProveError::DeviceLost`] for the
@@ -64,6 +65,17 @@ pub struct GpuContext {
     pub(super) matrices: Mutex<HashMap<u64, Arc<ResidentMatrices>>>,
     /// Held while matrices are uploaded (one upload at a time per device).
     pub(super) matrix_upload: Mutex<()>,
+    /// Held while a parameter set is placed: one placement at a time per
+    /// device, so workers that want the same set wait for its one copy
+    /// rather than each making their own (two copies of a 32 GiB test
+    /// setup's host-kept points do not fit beside each other).
+    placing: Mutex<()>,
+    /// Sections chosen to stay resident by [`GpuContext::placement_host_bytes`]
+    /// for parameters not yet placed: the placement keeps to what the
+    /// caller reserved host memory for.
+    planned: Mutex<HashMap<u64, [bool; 5]>>,
+    /// Proofs holding buffers on the device ([`GpuContext::admit`]).
+    gate: Arc<DeviceGate>,
     pub(super) limits: Mutex<Limits>,
 }
 
@@ -132,6 +144,9 @@ impl GpuContext {
             resident: Mutex::new(HashMap::new()),
             matrices: Mutex::new(HashMap::new()),
             matrix_upload: Mutex::new(()),
+            placing: Mutex::new(()),
+            planned: Mutex::new(HashMap::new()),
+            gate: Arc::new(DeviceGate::default()),
             limits: Mutex::new(Limits { srs_vram: None, matrix_vram: None, chunk_bytes: DEFAULT_STREAM_CHUNK_BYTES }),
         }))
     }
@@ -175,6 +190,7 @@ impl GpuContext {
     /// (in-flight proofs keep their reference until they finish). Returns
     /// the bytes that will be freed.
     pub fn evict(&self, params_id: u64) -> Option<u64> {
+        self.planned.lock().remove(&params_id);
         let matrices = self.matrices.lock().remove(&params_id).map(|m| m.device_bytes());
         let srs = self.resident.lock().remove(&params_id).map(|r| r.device_bytes);
         match (srs, matrices) {
@@ -193,20 +209,56 @@ impl GpuContext {
     /// parameters do not record it; it is the circuit's B input density).
     pub(super) fn resident_srs(&self, params: &ParamsFile, b_inputs: usize, stream: &GpuStream) -> Result<(Arc<ResidentSrs>, bool), ProveError> {
         let key = params.id();
-        if let Some(r) = self.resident.lock().get(&key) {
-            if r.b_g1_inputs.len() == b_inputs {
-                return Ok((r.clone(), false));
-            }
+        let placed = || self.resident.lock().get(&key).filter(|r| r.b_g1_inputs.len() == b_inputs).cloned();
+        if let Some(r) = placed() {
+            return Ok((r, false));
+        }
+        let _one_at_a_time = self.placing.lock();
+        if let Some(r) = placed() {
+            return Ok((r, false)); // placed by another worker while this one waited
         }
         let r = Arc::new(self.place_srs(params, b_inputs, stream)?);
-        let mut map = self.resident.lock();
-        // Two workers may race to upload; keep one copy.
-        let kept = map.entry(key).and_modify(|old| {
-            if old.b_g1_inputs.len() != b_inputs {
-                *old = r.clone()
-            }
-        });
-        Ok((kept.or_insert(r).clone(), true))
+        self.resident.lock().insert(key, r.clone());
+        Ok((r, true))
+    }
+
+    /// Waits until a proof of `params`' shape fits on the device beside
+    /// the proofs already there (see gate.rs); the admission ends when it
+    /// is dropped, with the proof's device buffers.
+    pub(super) fn admit(&self, params: &ParamsFile) -> Admitted {
+        let total = self.device.info().total_memory as u64;
+        let capacity = || {
+            let placed: u64 = self.resident().iter().map(|r| r.device_bytes).sum();
+            total.saturating_sub(placed + CONTEXT_MARGIN)
+        };
+        self.gate.admit(proof_working_bytes(&params.shape()), capacity)
+    }
+
+    /// Host memory placing `params` on this device will hold (see
+    /// [`crate::ProverBackend::placement_host_bytes`]): the sections of a
+    /// test setup that do not fit in the VRAM free now. The choice is kept
+    /// for the placement. File-backed sections that do not fit are streamed
+    /// from the file's mapping, which the parameters' own bytes count.
+    pub fn placement_host_bytes(&self, params: &ParamsFile) -> u64 {
+        if !params.is_test_setup() || self.srs_placed(params.id()) {
+            return 0;
+        }
+        let sections = device_sections(&params.shape(), 0);
+        let resident = match self.residency(params, &sections) {
+            Ok(r) => r,
+            Err(_) => return 0, // the placement will say why
+        };
+        self.planned.lock().insert(params.id(), resident);
+        (0..5).filter(|&i| !resident[i]).map(|i| section_bytes(&sections[i])).sum()
+    }
+
+    /// Which sections stay in VRAM: all that fit in what is free now less
+    /// one proof's working space, within the configured cap.
+    fn residency(&self, params: &ParamsFile, sections: &[(Section, Range<usize>); 5]) -> Result<[bool; 5], ProveError> {
+        let (free, _) = self.device.memory().map_err(gpu_err)?;
+        let limits = *self.limits.lock();
+        let room = (free as u64).saturating_sub(proof_working_bytes(&params.shape()));
+        Ok(choose_resident(sections, limits.srs_vram.map_or(room, |cap| cap.min(room)), limits.chunk_bytes))
     }
 
     fn place_srs(&self, params: &ParamsFile, b_inputs: usize, stream: &GpuStream) -> Result<ResidentSrs, ProveError> {
@@ -220,10 +272,11 @@ impl GpuContext {
             return Err(ProveError::ShapeMismatch { what, circuit: 1, params: 0 });
         }
         let sections = device_sections(&shape, b_inputs);
-        let (free, _) = self.device.memory().map_err(gpu_err)?;
-        let limits = *self.limits.lock();
-        let room = (free as u64).saturating_sub(proof_working_bytes(&shape));
-        let resident = choose_resident(&sections, limits.srs_vram.map_or(room, |cap| cap.min(room)), limits.chunk_bytes);
+        let planned = self.planned.lock().remove(&params.id());
+        let resident = match planned {
+            Some(plan) => plan,
+            None => self.residency(params, &sections)?,
+        };
         if params.is_test_setup() {
             return super::setup::place_test_setup(&self.device, params, stream, &sections, resident);
         }
@@ -347,6 +400,10 @@ pub(super) fn srs_device_bytes(shape: &ParamsShape, b_inputs: usize) -> u64 {
 pub(super) fn proof_working_bytes(shape: &ParamsShape) -> u64 {
     8 * 32 * (shape.h_len + 1 + shape.l_len) as u64
 }
+
+/// Device memory not counted for parameters or proofs: the CUDA
+/// context, kernels, the streamers' slots.
+const CONTEXT_MARGIN: u64 = 2 << 30;
 
 /// Points decoded and uploaded at a time when a section is placed.
 const UPLOAD_BLOCK: usize = 1 << 20;

@@ -1,0 +1,94 @@
+//! How many proofs hold buffers on one device at once. A worker's `start`
+//! copies a proof's witness to the device while earlier proofs still run
+//! there; each proof's buffers and kernel scratch take about
+//! `proof_working_bytes` (the room placement leaves beside the parameters),
+//! so a start waits here until the proofs already admitted leave room
+//! for one more. One proof is always admitted, so a device whose memory
+//! holds one proof never waits on itself. Without this gate two workers
+//! at 32 GiB on an 80 GB card started four proofs at once and ran out of
+//! device memory.
+
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex};
+
+/// Proofs admitted to one device, and the bytes they were admitted for.
+#[derive(Default)]
+pub(super) struct DeviceGate {
+    state: Mutex<(usize, u64)>,
+    left: Condvar,
+}
+
+/// A proof's admission; dropping it (the proof's device buffers gone) lets
+/// the next one in.
+pub(super) struct Admitted {
+    gate: Arc<DeviceGate>,
+    bytes: u64,
+}
+
+impl DeviceGate {
+    /// Waits until `bytes` more fit in `capacity()` beside the proofs
+    /// admitted, or none is; `capacity` is asked again after each proof
+    /// leaves (parameters placed or evicted meanwhile change it).
+    pub(super) fn admit(self: &Arc<Self>, bytes: u64, capacity: impl Fn() -> u64) -> Admitted {
+        let mut st = self.state.lock();
+        while st.0 > 0 && st.1 + bytes > capacity() {
+            self.left.wait(&mut st);
+        }
+        st.0 += 1;
+        st.1 += bytes;
+        Admitted { gate: self.clone(), bytes }
+    }
+
+    /// Proofs admitted now.
+    #[cfg(test)]
+    fn admitted(&self) -> usize {
+        self.state.lock().0
+    }
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        let mut st = self.gate.state.lock();
+        st.0 -= 1;
+        st.1 -= self.bytes;
+        drop(st);
+        self.gate.left.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Never more admitted than fit (one always fits), and every waiter
+    /// gets in once the others leave.
+    #[test]
+    fn admits_what_fits_and_always_one() {
+        let gate = Arc::new(DeviceGate::default());
+        let one = gate.admit(100, || 50);
+        assert_eq!(gate.admitted(), 1, "one proof larger than the capacity still runs");
+        drop(one);
+        let (inside, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                let (gate, inside, most) = (&gate, &inside, &most);
+                s.spawn(move || {
+                    for _ in 0..20 {
+                        let _a = gate.admit(30, || 100);
+                        let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_micros(200));
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        let most = most.load(Ordering::SeqCst);
+        assert!((2..=3).contains(&most), "at most three of 30 fit in 100, and eight threads overlap: {most}");
+        assert_eq!(gate.admitted(), 0);
+    }
+}
