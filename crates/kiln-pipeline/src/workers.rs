@@ -291,11 +291,27 @@ fn synthesize_partition(shared: &Arc<Shared>, task: PartitionTask) {
         Some(_) => PartitionFootprint::witness_only(&shape, &shared.config),
         None => PartitionFootprint::of(&shape, &shared.config),
     };
-    if let Err(e) = check_fits(shared, Lane::of(job.priority), &job.srs, shared.srs.hot_bytes(&job.srs.id, &params), &footprint) {
+    let srs_bytes = shared.srs.hot_bytes(&job.srs.id, &params);
+    if let Err(e) = check_fits(shared, Lane::of(job.priority), &job.srs, srs_bytes, &footprint) {
         return fail(shared, &job, format!("job refused: {e}"));
     }
     drop(params);
     job.add_srs_load(t_srs.elapsed());
+
+    let lane = Lane::of(job.priority);
+    let allowance = crate::circuits::compile_allowance(&shared.config, &shared.budget, &shape);
+    // Settled on this worker's own thread: waiting for another worker's
+    // compile inside the lane's pool could deadlock it. Deadline work never
+    // waits for a compile; in its pool it goes the ordinary way.
+    let wants_turn = shared.config.compile_circuits && deferred.is_none() && lane == Lane::Bulk;
+    // The turn to compile (and its memory) is taken before the partition's
+    // own memory when the allowance, the parameters and one partition fit
+    // together: taken after, it finds the memory gone to the other
+    // partitions started meanwhile and every partition goes the gadget way
+    // (a 32 GiB PoRep on a 90 GiB budget). Partitions that find the circuit
+    // compiling wait for it here, holding nothing.
+    let early = wants_turn && srs_bytes + footprint.total() + allowance as u64 <= shared.budget.capacity();
+    let early_turn = if early { shared.circuits.take_turn(&job.srs.id, allowance) } else { None };
 
     let Acquired { lease, buffer, work } = match acquire(shared, &job, &footprint) {
         Acquisition::Got(a) => a,
@@ -310,15 +326,11 @@ fn synthesize_partition(shared: &Arc<Shared>, task: PartitionTask) {
 
     let t = Instant::now();
     let buffers = assignment_buffers(buffer, &footprint);
-    let allowance = crate::circuits::compile_allowance(&shared.config, &shared.budget, &shape);
     let recorded = OnceLock::new();
-    let lane = Lane::of(job.priority);
-    // Settled here, on this worker's own thread: waiting for another
-    // worker's compile inside the lane's pool could deadlock it. Deadline
-    // work never waits for a compile; in its pool it goes the ordinary way.
-    let turn = match (shared.config.compile_circuits, &deferred, lane) {
-        (true, None, Lane::Bulk) => shared.circuits.take_turn(&job.srs.id, allowance),
-        _ => None,
+    let turn = match (early, wants_turn) {
+        (true, _) => early_turn,
+        (false, true) => shared.circuits.take_turn(&job.srs.id, allowance),
+        (false, false) => None,
     };
     let ctx = if shared.config.compile_circuits {
         let ctx = shared.circuits.context(&job.srs.id, allowance).with_native(shared.config.native_witness && !reference).with_turn(turn.as_ref());
