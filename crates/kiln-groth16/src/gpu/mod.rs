@@ -181,11 +181,11 @@ impl ProverBackend for GpuBackend {
         if uploaded {
             t.push("gpu_srs_upload", t0.elapsed());
         }
-        // Each step of a proof on the device at debug level: where a proof
-        // that never answers stopped.
         // The witness goes up only when the device has room for this proof
         // beside those still running there.
         let admitted = self.ctx.admit(params);
+        // Each step of a proof on the device at debug level: where a proof
+        // that never answers stopped.
         tracing::debug!(worker = %self.label, "parameters placed; copying the witness");
         let shape = params.shape();
         let m = shape.domain();
