@@ -249,7 +249,7 @@ mod tests {
     fn faults_wrap_every_worker_and_say_so() {
         let plan: FaultPlan = "start_err=1".parse().unwrap();
         let b = Backends::cpu("asked for").with_faults(&plan);
-        assert!(b.why.ends_with("; FAULTS INJECTED (KILN_FAULTS=start_err=1,finish_err=0,wrong=0,hang=0,seed=0)"), "{}", b.why);
+        assert!(b.why.ends_with("; FAULTS INJECTED (KILN_FAULTS=start_err=1,full=0,finish_err=0,wrong=0,hang=0,seed=0)"), "{}", b.why);
         assert_eq!(b.workers[0].name(), "cpu+faults");
         assert_eq!(b.workers[0].device(), "cpu");
     }

@@ -46,6 +46,12 @@ pub enum ProveError {
     /// A backend-specific failure (e.g. a CUDA error) affecting this proof only.
     #[error("{backend} backend failed: {message}")]
     Backend { backend: &'static str, message: String },
+    /// The device's memory ran out while other proofs held part of it: not
+    /// a fault of the device or of the job. A pipeline retries the proof
+    /// without charging it (a backend turns this into [`ProveError::Backend`]
+    /// when the proof had the device to itself, so retries stay bounded).
+    #[error("{backend} device memory ran out beside other proofs: {message}")]
+    DeviceFull { backend: &'static str, message: String },
     /// The device is unusable until it is reset (a sticky error, such as
     /// an Xid): this proof and every later one on it fail. A pipeline
     /// takes such a backend out of service (quarantine).

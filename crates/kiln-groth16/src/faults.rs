@@ -9,6 +9,7 @@
 //! | key | fault | like |
 //! | --- | --- | --- |
 //! | `start_err` | `start` fails with [`ProveError::Backend`] | an allocation or launch failure |
+//! | `full` | `start` fails with [`ProveError::DeviceFull`] | device memory held by the device's other proofs |
 //! | `finish_err` | the work starts, `wait` fails with [`ProveError::Backend`] | an error at synchronization |
 //! | `wrong` | `wait` returns a corrupted result (the H MSM is off by the generator) | a silent miscomputation: the proof does not verify, so `finish` refuses it |
 //! | `hang` | `wait` never returns until [`FaultyBackend::release_hangs`] | a kernel that never finishes |
@@ -46,6 +47,7 @@ pub const FAULTS_ENV: &str = "KILN_FAULTS";
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FaultPlan {
     pub start_err: f64,
+    pub full: f64,
     pub finish_err: f64,
     pub wrong: f64,
     pub hang: f64,
@@ -61,6 +63,10 @@ pub struct FaultPlan {
 impl FaultPlan {
     pub fn start_err(mut self, p: f64) -> Self {
         self.start_err = p;
+        self
+    }
+    pub fn full(mut self, p: f64) -> Self {
+        self.full = p;
         self
     }
     pub fn finish_err(mut self, p: f64) -> Self {
@@ -90,7 +96,7 @@ impl FaultPlan {
 
     /// Injects nothing at all.
     pub fn is_empty(&self) -> bool {
-        self.start_err + self.finish_err + self.wrong + self.hang == 0.0 && self.sticky_after.is_none()
+        self.start_err + self.full + self.finish_err + self.wrong + self.hang == 0.0 && self.sticky_after.is_none()
     }
 
     /// The plan in [`FAULTS_ENV`]: `None` when it is unset or empty; an
@@ -108,12 +114,12 @@ impl FaultPlan {
     }
 
     fn check(&self) -> Result<(), String> {
-        for (key, p) in [("start_err", self.start_err), ("finish_err", self.finish_err), ("wrong", self.wrong), ("hang", self.hang)] {
+        for (key, p) in [("start_err", self.start_err), ("full", self.full), ("finish_err", self.finish_err), ("wrong", self.wrong), ("hang", self.hang)] {
             if !(0.0..=1.0).contains(&p) {
                 return Err(format!("{key} must be a probability in 0..=1, not {p}"));
             }
         }
-        let sum = self.start_err + self.finish_err + self.wrong + self.hang;
+        let sum = self.start_err + self.full + self.finish_err + self.wrong + self.hang;
         if sum > 1.0 + 1e-9 {
             return Err(format!("the probabilities add up to {sum}, more than 1 (one call gets at most one fault)"));
         }
@@ -135,13 +141,14 @@ impl FromStr for FaultPlan {
             let count = || value.parse::<u64>().map_err(|_| format!("{key}={value:?}: not a whole number"));
             match key {
                 "start_err" => plan.start_err = prob()?,
+                "full" => plan.full = prob()?,
                 "finish_err" => plan.finish_err = prob()?,
                 "wrong" => plan.wrong = prob()?,
                 "hang" => plan.hang = prob()?,
                 "sticky_after" => plan.sticky_after = Some(count()?),
                 "faulty_for" => plan.faulty_for = Some(count()?),
                 "seed" => plan.seed = count()?,
-                other => return Err(format!("unknown key {other:?} (known: start_err, finish_err, wrong, hang, sticky_after, faulty_for, seed)")),
+                other => return Err(format!("unknown key {other:?} (known: start_err, full, finish_err, wrong, hang, sticky_after, faulty_for, seed)")),
             }
         }
         plan.check()?;
@@ -151,7 +158,7 @@ impl FromStr for FaultPlan {
 
 impl fmt::Display for FaultPlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "start_err={},finish_err={},wrong={},hang={}", self.start_err, self.finish_err, self.wrong, self.hang)?;
+        write!(f, "start_err={},full={},finish_err={},wrong={},hang={}", self.start_err, self.full, self.finish_err, self.wrong, self.hang)?;
         if let Some(n) = self.sticky_after {
             write!(f, ",sticky_after={n}")?;
         }
@@ -168,6 +175,7 @@ pub struct FaultCounts {
     /// `start` calls.
     pub calls: u64,
     pub start_err: u64,
+    pub full: u64,
     pub finish_err: u64,
     pub wrong: u64,
     pub hang: u64,
@@ -180,6 +188,7 @@ pub struct FaultCounts {
 enum Fault {
     None,
     StartErr,
+    Full,
     FinishErr,
     Wrong,
     Hang,
@@ -228,7 +237,7 @@ impl FaultState {
             let u: f64 = self.rng.lock().gen();
             let mut edge = 0.0;
             let mut pick = Fault::None;
-            for (prob, fault) in [(p.start_err, Fault::StartErr), (p.finish_err, Fault::FinishErr), (p.wrong, Fault::Wrong), (p.hang, Fault::Hang)] {
+            for (prob, fault) in [(p.start_err, Fault::StartErr), (p.full, Fault::Full), (p.finish_err, Fault::FinishErr), (p.wrong, Fault::Wrong), (p.hang, Fault::Hang)] {
                 edge += prob;
                 if u < edge {
                     pick = fault;
@@ -242,6 +251,7 @@ impl FaultState {
         match fault {
             Fault::None => {}
             Fault::StartErr => c.start_err += 1,
+            Fault::Full => c.full += 1,
             Fault::FinishErr => c.finish_err += 1,
             Fault::Wrong => c.wrong += 1,
             Fault::Hang => c.hang += 1,
@@ -321,6 +331,12 @@ impl ProverBackend for FaultyBackend {
             Fault::StartErr => {
                 return Err(ProveError::Backend { backend: "faulty", message: format!("injected fault at start on {}", self.state.device) })
             }
+            Fault::Full => {
+                return Err(ProveError::DeviceFull {
+                    backend: "faulty",
+                    message: format!("injected out-of-memory beside other proofs on {}", self.state.device),
+                })
+            }
             _ => {}
         }
         let inner = self.inner.start(params, assignment)?;
@@ -399,8 +415,8 @@ mod tests {
 
     #[test]
     fn plans_parse_and_print() {
-        let p: FaultPlan = "start_err=0.1, finish_err=0.05,wrong=0.05,hang=0.02,sticky_after=7,faulty_for=5,seed=3".parse().unwrap();
-        assert_eq!(p, FaultPlan::default().start_err(0.1).finish_err(0.05).wrong(0.05).hang(0.02).sticky_after(7).faulty_for(5).seed(3));
+        let p: FaultPlan = "start_err=0.1, full=0.1, finish_err=0.05,wrong=0.05,hang=0.02,sticky_after=7,faulty_for=5,seed=3".parse().unwrap();
+        assert_eq!(p, FaultPlan::default().start_err(0.1).full(0.1).finish_err(0.05).wrong(0.05).hang(0.02).sticky_after(7).faulty_for(5).seed(3));
         assert_eq!(p.to_string().parse::<FaultPlan>().unwrap(), p);
         assert_eq!(FaultPlan::from_env_value(None).unwrap(), None);
         assert_eq!(FaultPlan::from_env_value(Some("  ")).unwrap(), None);
@@ -410,7 +426,7 @@ mod tests {
     #[test]
     fn bad_plans_say_what_is_wrong() {
         let err = |s: &str| FaultPlan::from_env_value(Some(s)).unwrap_err().0;
-        assert_eq!(err("oops=1"), "KILN_FAULTS=\"oops=1\": unknown key \"oops\" (known: start_err, finish_err, wrong, hang, sticky_after, faulty_for, seed)");
+        assert_eq!(err("oops=1"), "KILN_FAULTS=\"oops=1\": unknown key \"oops\" (known: start_err, full, finish_err, wrong, hang, sticky_after, faulty_for, seed)");
         assert_eq!(err("hang"), "KILN_FAULTS=\"hang\": \"hang\" is not key=value");
         assert_eq!(err("hang=x"), "KILN_FAULTS=\"hang=x\": hang=\"x\": not a number");
         assert_eq!(err("wrong=1.5"), "KILN_FAULTS=\"wrong=1.5\": wrong must be a probability in 0..=1, not 1.5");

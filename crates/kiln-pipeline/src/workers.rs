@@ -157,7 +157,8 @@ impl Takes {
 /// a backend failure, or a proof that did not verify.
 fn is_prover_fault(e: &ProveError) -> bool {
     // A parameter file changed under the proof: the retry opens it again.
-    device_fault(e).is_some() || matches!(e, ProveError::Params(ParamsError::Changed { .. }))
+    // Device memory taken by other proofs is free again after them.
+    device_fault(e).is_some() || matches!(e, ProveError::Params(ParamsError::Changed { .. }) | ProveError::DeviceFull { .. })
 }
 
 /// How an error counts against the device it came from (`None`: it is
@@ -195,7 +196,9 @@ fn prover_fault(shared: &Shared, worker: usize, kind: FaultKind, message: &str) 
 /// its device when it is the device's fault, then retried or failed.
 fn prover_error(shared: &Shared, job: &Arc<Job>, index: usize, held: Held, worker: usize, e: &ProveError) {
     let message = format!("partition {index}: {e}");
-    let charged = device_fault(e).is_none_or(|kind| prover_fault(shared, worker, kind, &message));
+    // Memory the device's other proofs held is no one's fault: the retry
+    // is not charged to the partition or to the device.
+    let charged = !matches!(e, ProveError::DeviceFull { .. }) && device_fault(e).is_none_or(|kind| prover_fault(shared, worker, kind, &message));
     retry_or_fail(shared, job, index, held, is_prover_fault(e), charged, message);
 }
 

@@ -99,10 +99,10 @@ proptest! {
 /// Faults of one device: each kind off or on, a sticky fault or none,
 /// faults only in the first few calls (a device that recovers) or always.
 fn fault_plan() -> impl Strategy<Value = FaultPlan> {
-    (0u8..16, proptest::option::weighted(0.3, 0u64..8), proptest::option::weighted(0.3, 1u64..6), any::<u64>()).prop_map(
+    (0u8..32, proptest::option::weighted(0.3, 0u64..8), proptest::option::weighted(0.3, 1u64..6), any::<u64>()).prop_map(
         |(bits, sticky_after, faulty_for, seed)| {
             let on = |bit: u8, p: f64| if bits & (1 << bit) != 0 { p } else { 0.0 };
-            FaultPlan { start_err: on(0, 0.2), finish_err: on(1, 0.1), wrong: on(2, 0.2), hang: on(3, 0.1), sticky_after, faulty_for, seed }
+            FaultPlan { start_err: on(0, 0.2), full: on(4, 0.2), finish_err: on(1, 0.1), wrong: on(2, 0.2), hang: on(3, 0.1), sticky_after, faulty_for, seed }
         },
     )
 }

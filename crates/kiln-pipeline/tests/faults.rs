@@ -95,6 +95,27 @@ fn errors_and_wrong_results_are_retried_and_never_answered() {
     eprintln!("errors/wrong: {completed} completed, {failed} failed, {c:?}, {:.2} s", t.elapsed().as_secs_f64());
 }
 
+/// Device memory that ran out beside other proofs (a CUDA out-of-memory
+/// error the GPU backend saw with company on the device) is retried
+/// without charge: with no retries allowed and quarantine after one
+/// fault, every job still completes and the device has no fault.
+#[test]
+fn memory_that_other_proofs_held_is_retried_without_charge() {
+    ensure_params(10);
+    let dev = faulty("dev0", FaultPlan::default().full(0.4).seed(5));
+    let cfg = EngineConfig { partition_retries: 0, quarantine_after_faults: 1, ..fault_config() };
+    let engine = Engine::start(cfg, vec![dev.clone()]).unwrap();
+    let jobs = submit_all(&engine, "full", 4, 2);
+    expect_completed(&engine, &jobs);
+    let c = dev.counts();
+    assert!(c.full > 0, "seed 5 injects it: {c:?}");
+    let s = engine.status();
+    let d = &s.provers.devices[0];
+    assert!(d.quarantined.is_none() && d.faults == 0, "not the device's fault: {d:?}");
+    assert_eq!(s.jobs.partitions_proved, c.calls - c.full, "every other call is one verified partition");
+    assert_idle(&engine);
+}
+
 #[test]
 fn a_hang_is_cut_short_by_the_watchdog_and_its_device_quarantined() {
     ensure_params(10);

@@ -12,6 +12,8 @@ use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::error::ProveError;
+
 /// Proofs admitted to one device, and the bytes they were admitted for.
 #[derive(Default)]
 pub(super) struct DeviceGate {
@@ -41,9 +43,43 @@ impl DeviceGate {
     }
 
     /// Proofs admitted now.
-    #[cfg(test)]
-    fn admitted(&self) -> usize {
+    pub(super) fn admitted(&self) -> usize {
         self.state.lock().0
+    }
+
+    /// `e` as the pipeline should count it: device memory that ran out
+    /// ([`ProveError::DeviceFull`]) while `others` other proofs were
+    /// admitted is not the device's fault, and its retry is not charged;
+    /// with none, the proof does not fit beside the parameters, which is
+    /// an error of the device ([`ProveError::Backend`]), so retries of it
+    /// stay bounded.
+    pub(super) fn qualify_with(others: usize, e: ProveError) -> ProveError {
+        match e {
+            ProveError::DeviceFull { backend, message } if others == 0 => {
+                ProveError::Backend { backend, message: format!("{message} (with no other proof on the device)") }
+            }
+            e => e,
+        }
+    }
+}
+
+impl Admitted {
+    /// Whether other proofs are admitted beside this one now.
+    pub(super) fn has_company(&self) -> bool {
+        self.gate.admitted() > 1
+    }
+
+    /// Waits until this is the only proof admitted to the device.
+    pub(super) fn wait_alone(&self) {
+        let mut st = self.gate.state.lock();
+        while st.0 > 1 {
+            self.gate.left.wait(&mut st);
+        }
+    }
+
+    /// `e` as the pipeline should count it (see [`DeviceGate::qualify_with`]).
+    pub(super) fn qualify(&self, e: ProveError) -> ProveError {
+        DeviceGate::qualify_with(self.gate.admitted() - 1, e)
     }
 }
 
@@ -90,5 +126,32 @@ mod tests {
         let most = most.load(Ordering::SeqCst);
         assert!((2..=3).contains(&most), "at most three of 30 fit in 100, and eight threads overlap: {most}");
         assert_eq!(gate.admitted(), 0);
+    }
+
+    /// A device that ran out of memory beside other proofs is not at
+    /// fault; alone, it is. A proof waiting to be alone gets in when the
+    /// others leave.
+    #[test]
+    fn running_out_beside_others_is_not_the_devices_fault() {
+        let full = || ProveError::DeviceFull { backend: "gpu", message: "CUDA_ERROR_OUT_OF_MEMORY".into() };
+        let gate = Arc::new(DeviceGate::default());
+        let first = gate.admit(10, || 100);
+        assert!(!first.has_company());
+        assert!(matches!(first.qualify(full()), ProveError::Backend { message, .. } if message.contains("no other proof")));
+        let second = gate.admit(10, || 100);
+        assert!(first.has_company() && second.has_company());
+        assert!(matches!(second.qualify(full()), ProveError::DeviceFull { .. }));
+        assert!(matches!(second.qualify(ProveError::Memory("x".into())), ProveError::Memory(_)), "other errors pass");
+        let released = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(50));
+                released.store(1, Ordering::SeqCst);
+                drop(first);
+            });
+            second.wait_alone();
+            assert_eq!(released.load(Ordering::SeqCst), 1, "alone only after the other left");
+        });
+        assert!(!second.has_company());
     }
 }

@@ -116,6 +116,30 @@ impl GpuBackend {
     pub fn context(&self) -> &Arc<GpuContext> {
         &self.ctx
     }
+
+    /// The witness on the device: a, b, c padded to the domain `m` (or
+    /// evaluated there from the witness), and aux. The copies are complete
+    /// when this returns, so the host buffers may be released.
+    fn upload_witness(&self, params: &ParamsFile, asg: &Assignment, m: usize, t: &mut PhaseTimings) -> Result<[DeviceScalars; 4], ProveError> {
+        let (dev, s) = (&self.ctx.device, &self.copy);
+        match &asg.products {
+            Products::Deferred(r1cs) => products::upload_and_evaluate(&self.ctx, s, params, r1cs, asg, m, t),
+            Products::Host => {
+                let h2d = DeviceSpan::begin(s).map_err(gpu_err)?;
+                let upload = |v: &[Scalar], len: usize| -> Result<DeviceScalars, GpuError> {
+                    let mut d = dev.alloc_scalars(s, len.max(1))?;
+                    dev.write_scalars(s, &mut d, v)?;
+                    Ok(d)
+                };
+                let uploaded = (|| -> Result<_, GpuError> {
+                    Ok([upload(asg.a(), m)?, upload(asg.b(), m)?, upload(asg.c(), m)?, upload(asg.aux(), asg.num_aux)?])
+                })()
+                .map_err(gpu_err)?;
+                t.push("h2d", h2d.end().map_err(gpu_err)?);
+                Ok(uploaded)
+            }
+        }
+    }
 }
 
 impl ProverBackend for GpuBackend {
@@ -173,11 +197,10 @@ impl ProverBackend for GpuBackend {
 
     fn start(&self, params: &Arc<ParamsFile>, asg: Assignment) -> Result<Box<dyn PendingMsms>, ProveError> {
         let mut t = PhaseTimings::default();
-        let dev = &self.ctx.device;
         let s = &self.copy;
         let b_inputs = asg.b_input_density.count();
         let t0 = Instant::now();
-        let (srs, uploaded) = self.ctx.resident_srs(params, b_inputs, s)?;
+        let (srs, uploaded) = self.ctx.resident_srs(params, b_inputs, s).map_err(|e| gate::DeviceGate::qualify_with(self.ctx.proofs_on_device(), e))?;
         if uploaded {
             t.push("gpu_srs_upload", t0.elapsed());
         }
@@ -191,25 +214,17 @@ impl ProverBackend for GpuBackend {
         let m = shape.domain();
         let log_m = m.trailing_zeros();
         let n = asg.num_constraints;
-        // The copies must be complete before the host buffers are released
-        // (DeviceSpan::end waits for them).
-        let [a, b, c, aux] = match &asg.products {
-            Products::Deferred(r1cs) => products::upload_and_evaluate(&self.ctx, s, params, r1cs, &asg, m, &mut t)?,
-            Products::Host => {
-                let h2d = DeviceSpan::begin(s).map_err(gpu_err)?;
-                let upload = |v: &[Scalar], len: usize| -> Result<DeviceScalars, GpuError> {
-                    let mut d = dev.alloc_scalars(s, len.max(1))?;
-                    dev.write_scalars(s, &mut d, v)?;
-                    Ok(d)
-                };
-                let uploaded = (|| -> Result<_, GpuError> {
-                    Ok([upload(asg.a(), m)?, upload(asg.b(), m)?, upload(asg.c(), m)?, upload(asg.aux(), asg.num_aux)?])
-                })()
-                .map_err(gpu_err)?;
-                t.push("h2d", h2d.end().map_err(gpu_err)?);
-                uploaded
+        // Device memory that ran out while other proofs held some of it is
+        // tried once more when this proof is the device's only one.
+        let [a, b, c, aux] = match self.upload_witness(params, &asg, m, &mut t) {
+            Err(ProveError::DeviceFull { message, .. }) if admitted.has_company() => {
+                tracing::warn!(worker = %self.label, error = %message, "device memory ran out beside other proofs; copying the witness again when they are done");
+                admitted.wait_alone();
+                self.upload_witness(params, &asg, m, &mut t)
             }
-        };
+            uploaded => uploaded,
+        }
+        .map_err(|e| admitted.qualify(e))?;
         let Assignment { input, num_aux, a_aux_density, b_input_density, b_aux_density, buffers, .. } = asg;
         drop(buffers); // pinned buffers go back to their pool now
         let (reply, rx) = bounded(1);
@@ -338,38 +353,71 @@ impl Msms<'_> {
 }
 
 fn compute(ctx: &GpuContext, s: &GpuStream, streamer: &mut Option<PointStreamer>, job: Job) -> Result<(MsmResults, PhaseTimings), ProveError> {
-    let dev = &ctx.device;
-    let Job { admitted, params, srs, mut a, mut b, mut c, aux, n, log_m, num_aux, inputs, a_aux_density, b_input_density, b_aux_density, queued, mut timings, .. } = job;
+    let Job { admitted, params, srs, a, b, c, aux, n, log_m, num_aux, inputs, a_aux_density, b_input_density, b_aux_density, queued, mut timings, .. } = job;
     timings.push("gpu_queue_wait", queued.elapsed());
-    let span = DeviceSpan::begin(s).map_err(gpu_err)?;
-    dev.h_pipeline(s, &mut a, &mut b, &mut c, n, log_m).map_err(gpu_err)?;
-    timings.push("h_pipeline", span.end().map_err(gpu_err)?);
-    tracing::debug!("H computed; MSMs next");
-    drop((b, c));
-    // Each MSM's device time comes from CUDA events; its host share (bitmap
-    // ranks, window combination) and the CPU sums over the few input-query
-    // points add up under "msm_host".
-    let mut msms = Msms { dev, s, params: &params, streamer, chunk_bytes: ctx.stream_chunk_bytes(), timings: &mut timings, host: Duration::ZERO };
-    let m = 1usize << log_m;
-    let h = msms.g1("msm_h", Some(&srs.h), MsmInput { scalars: &a, len: m - 1, bitmap: None })?;
-    drop(a);
-    let all = |bitmap| MsmInput { scalars: &aux, len: num_aux, bitmap };
-    let l = msms.g1("msm_l", Some(&srs.l), all(None))?;
-    let a_aux = msms.g1("msm_a", srs.a_aux.as_ref(), all(Some(&a_aux_density)))?;
-    let b_g1_aux = msms.g1("msm_b_g1", srs.b_g1_aux.as_ref(), all(Some(&b_aux_density)))?;
-    let b_g2_aux = msms.g2("msm_b_g2", srs.b_g2_aux.as_ref(), all(Some(&b_aux_density)))?;
-    let host = msms.host;
-    tracing::debug!("MSMs done");
-    // The device buffers are gone (aux last): the next proof may go up.
-    drop(aux);
+    let densities = [&a_aux_density, &b_aux_density];
+    let on_device = DeviceWork { ctx, s, params: &params, srs: &srs, n, log_m, num_aux, densities };
+    // The device buffers are gone when this returns (aux last): the next
+    // proof may go up.
+    let sums = on_device.run(streamer, [a, b, c, aux], &mut timings).map_err(|e| admitted.qualify(e))?;
     drop(admitted);
     let t0 = Instant::now();
     let b_in: Vec<Scalar> = b_input_density.iter_set().map(|i| inputs[i]).collect();
-    let a_q = a_aux + msm_g1(&srs.a_inputs, &inputs);
-    let b_g1 = b_g1_aux + msm_g1(&srs.b_g1_inputs, &b_in);
-    let b_g2 = b_g2_aux + msm_g2(&srs.b_g2_inputs, &b_in);
-    timings.push("msm_host", host + t0.elapsed());
-    Ok((MsmResults { h, l, a: a_q, b_g1, b_g2 }, timings))
+    let a_q = sums.a_aux + msm_g1(&srs.a_inputs, &inputs);
+    let b_g1 = sums.b_g1_aux + msm_g1(&srs.b_g1_inputs, &b_in);
+    let b_g2 = sums.b_g2_aux + msm_g2(&srs.b_g2_inputs, &b_in);
+    timings.push("msm_host", sums.host + t0.elapsed());
+    Ok((MsmResults { h: sums.h, l: sums.l, a: a_q, b_g1, b_g2 }, timings))
+}
+
+/// The device's part of one proof: H, then the MSMs over the witness.
+struct DeviceWork<'a> {
+    ctx: &'a GpuContext,
+    s: &'a GpuStream,
+    params: &'a ParamsFile,
+    srs: &'a ResidentSrs,
+    n: usize,
+    log_m: u32,
+    num_aux: usize,
+    /// A's and B's aux densities.
+    densities: [&'a Density; 2],
+}
+
+/// What [`DeviceWork::run`] sums; the input-query terms are added on the host.
+struct DeviceSums {
+    h: G1Projective,
+    l: G1Projective,
+    a_aux: G1Projective,
+    b_g1_aux: G1Projective,
+    b_g2_aux: G2Projective,
+    /// Host time inside the MSMs (bitmap ranks, window combination).
+    host: Duration,
+}
+
+impl DeviceWork<'_> {
+    fn run(&self, streamer: &mut Option<PointStreamer>, [mut a, mut b, mut c, aux]: [DeviceScalars; 4], timings: &mut PhaseTimings) -> Result<DeviceSums, ProveError> {
+        let (dev, s, srs) = (&self.ctx.device, self.s, self.srs);
+        let span = DeviceSpan::begin(s).map_err(gpu_err)?;
+        dev.h_pipeline(s, &mut a, &mut b, &mut c, self.n, self.log_m).map_err(gpu_err)?;
+        timings.push("h_pipeline", span.end().map_err(gpu_err)?);
+        tracing::debug!("H computed; MSMs next");
+        drop((b, c));
+        // Each MSM's device time comes from CUDA events; its host share
+        // (bitmap ranks, window combination) adds up under "msm_host".
+        let chunk_bytes = self.ctx.stream_chunk_bytes();
+        let mut msms = Msms { dev, s, params: self.params, streamer, chunk_bytes, timings, host: Duration::ZERO };
+        let m = 1usize << self.log_m;
+        let h = msms.g1("msm_h", Some(&srs.h), MsmInput { scalars: &a, len: m - 1, bitmap: None })?;
+        drop(a);
+        let all = |bitmap| MsmInput { scalars: &aux, len: self.num_aux, bitmap };
+        let [a_density, b_density] = self.densities;
+        let l = msms.g1("msm_l", Some(&srs.l), all(None))?;
+        let a_aux = msms.g1("msm_a", srs.a_aux.as_ref(), all(Some(a_density)))?;
+        let b_g1_aux = msms.g1("msm_b_g1", srs.b_g1_aux.as_ref(), all(Some(b_density)))?;
+        let b_g2_aux = msms.g2("msm_b_g2", srs.b_g2_aux.as_ref(), all(Some(b_density)))?;
+        tracing::debug!("MSMs done");
+        Ok(DeviceSums { h, l, a_aux, b_g1_aux, b_g2_aux, host: msms.host })
+    }
 }
 
 /// Streamed sections are read with `pread` on the parameter file.

@@ -23,12 +23,17 @@ use super::products::ResidentMatrices;
 
 /// A CUDA error as a proof's error: [`ProveError::DeviceLost`] for the
 /// sticky ones (the context is unusable until the process restarts, so a
-/// pipeline quarantines the device), [`ProveError::Backend`] for the rest.
+/// pipeline quarantines the device), [`ProveError::DeviceFull`] for memory
+/// that ran out (the caller qualifies it: [`super::gate::DeviceGate::qualify_with`]),
+/// [`ProveError::Backend`] for the rest.
 pub(super) fn gpu_err(e: GpuError) -> ProveError {
     let sticky = matches!(&e, GpuError::Cuda(d) if is_sticky_cuda(&format!("{:?}", d.0)));
+    let full = matches!(&e, GpuError::Cuda(d) if format!("{:?}", d.0) == "CUDA_ERROR_OUT_OF_MEMORY");
     let message = e.to_string();
     if sticky {
         ProveError::DeviceLost { backend: "gpu", message }
+    } else if full {
+        ProveError::DeviceFull { backend: "gpu", message }
     } else {
         ProveError::Backend { backend: "gpu", message }
     }
@@ -225,6 +230,11 @@ impl GpuContext {
     /// Waits until a proof of `params`' shape fits on the device beside
     /// the proofs already there (see gate.rs); the admission ends when it
     /// is dropped, with the proof's device buffers.
+    /// Proofs holding buffers on this device now.
+    pub(super) fn proofs_on_device(&self) -> usize {
+        self.gate.admitted()
+    }
+
     pub(super) fn admit(&self, params: &ParamsFile) -> Admitted {
         let total = self.device.info().total_memory as u64;
         let capacity = || {
