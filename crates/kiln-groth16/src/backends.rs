@@ -148,16 +148,20 @@ impl Backends {
     /// One worker standing for each device the workers run on (none for
     /// the CPU), to ask for its [`DeviceStatus`] when a status page wants it.
     pub fn devices(&self) -> Devices {
-        let mut seen = Vec::new();
-        let mut out = Vec::new();
-        for w in &self.workers {
-            if w.device_status().is_some() && !seen.contains(&w.device()) {
-                seen.push(w.device());
-                out.push(w.clone());
-            }
-        }
-        Devices(out)
+        Devices(one_per_device(&self.workers).into_iter().filter(|w| w.device_status().is_some()).collect())
     }
+}
+
+/// The first of `workers` on each device ([`ProverBackend::device`]), in
+/// order: what to ask about a device once, however many workers it has.
+pub fn one_per_device(workers: &[Arc<dyn ProverBackend>]) -> Vec<Arc<dyn ProverBackend>> {
+    let mut out: Vec<Arc<dyn ProverBackend>> = Vec::new();
+    for w in workers {
+        if !out.iter().any(|o| o.device() == w.device()) {
+            out.push(w.clone());
+        }
+    }
+    out
 }
 
 /// The devices behind a set of backends, one worker for each.

@@ -13,6 +13,7 @@
 //! | `finish_err` | the work starts, `wait` fails with [`ProveError::Backend`] | an error at synchronization |
 //! | `wrong` | `wait` returns a corrupted result (the H MSM is off by the generator) | a silent miscomputation: the proof does not verify, so `finish` refuses it |
 //! | `hang` | `wait` never returns until [`FaultyBackend::release_hangs`] | a kernel that never finishes |
+//! | `start_hang` | `start` never returns until [`FaultyBackend::release_hangs`] | a copy to a hung device |
 //! | `sticky_after=N` | from call N on (0-based), every call fails with [`ProveError::DeviceLost`], and so does every `wait` still pending | an Xid: the device is gone until reset |
 //! | `faulty_for=N` | only the first N calls (0-based, per device) draw faults; later ones are clean | a transient fault that passes |
 //! | `seed` | the RNG's seed (default 0) | |
@@ -51,6 +52,7 @@ pub struct FaultPlan {
     pub finish_err: f64,
     pub wrong: f64,
     pub hang: f64,
+    pub start_hang: f64,
     /// From this call on (0-based, counted per device) every call fails
     /// for good: [`ProveError::DeviceLost`].
     pub sticky_after: Option<u64>,
@@ -81,6 +83,10 @@ impl FaultPlan {
         self.hang = p;
         self
     }
+    pub fn start_hang(mut self, p: f64) -> Self {
+        self.start_hang = p;
+        self
+    }
     pub fn sticky_after(mut self, calls: u64) -> Self {
         self.sticky_after = Some(calls);
         self
@@ -96,7 +102,7 @@ impl FaultPlan {
 
     /// Injects nothing at all.
     pub fn is_empty(&self) -> bool {
-        self.start_err + self.full + self.finish_err + self.wrong + self.hang == 0.0 && self.sticky_after.is_none()
+        self.start_err + self.full + self.finish_err + self.wrong + self.hang + self.start_hang == 0.0 && self.sticky_after.is_none()
     }
 
     /// The plan in [`FAULTS_ENV`]: `None` when it is unset or empty; an
@@ -114,12 +120,12 @@ impl FaultPlan {
     }
 
     fn check(&self) -> Result<(), String> {
-        for (key, p) in [("start_err", self.start_err), ("full", self.full), ("finish_err", self.finish_err), ("wrong", self.wrong), ("hang", self.hang)] {
+        for (key, p) in [("start_err", self.start_err), ("full", self.full), ("finish_err", self.finish_err), ("wrong", self.wrong), ("hang", self.hang), ("start_hang", self.start_hang)] {
             if !(0.0..=1.0).contains(&p) {
                 return Err(format!("{key} must be a probability in 0..=1, not {p}"));
             }
         }
-        let sum = self.start_err + self.full + self.finish_err + self.wrong + self.hang;
+        let sum = self.start_err + self.full + self.finish_err + self.wrong + self.hang + self.start_hang;
         if sum > 1.0 + 1e-9 {
             return Err(format!("the probabilities add up to {sum}, more than 1 (one call gets at most one fault)"));
         }
@@ -145,10 +151,11 @@ impl FromStr for FaultPlan {
                 "finish_err" => plan.finish_err = prob()?,
                 "wrong" => plan.wrong = prob()?,
                 "hang" => plan.hang = prob()?,
+                "start_hang" => plan.start_hang = prob()?,
                 "sticky_after" => plan.sticky_after = Some(count()?),
                 "faulty_for" => plan.faulty_for = Some(count()?),
                 "seed" => plan.seed = count()?,
-                other => return Err(format!("unknown key {other:?} (known: start_err, full, finish_err, wrong, hang, sticky_after, faulty_for, seed)")),
+                other => return Err(format!("unknown key {other:?} (known: start_err, full, finish_err, wrong, hang, start_hang, sticky_after, faulty_for, seed)")),
             }
         }
         plan.check()?;
@@ -159,6 +166,9 @@ impl FromStr for FaultPlan {
 impl fmt::Display for FaultPlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "start_err={},full={},finish_err={},wrong={},hang={}", self.start_err, self.full, self.finish_err, self.wrong, self.hang)?;
+        if self.start_hang > 0.0 {
+            write!(f, ",start_hang={}", self.start_hang)?;
+        }
         if let Some(n) = self.sticky_after {
             write!(f, ",sticky_after={n}")?;
         }
@@ -179,6 +189,7 @@ pub struct FaultCounts {
     pub finish_err: u64,
     pub wrong: u64,
     pub hang: u64,
+    pub start_hang: u64,
     /// Calls (and pending waits) failed by the sticky fault.
     pub sticky: u64,
 }
@@ -192,6 +203,7 @@ enum Fault {
     FinishErr,
     Wrong,
     Hang,
+    StartHang,
     Sticky,
 }
 
@@ -237,7 +249,7 @@ impl FaultState {
             let u: f64 = self.rng.lock().gen();
             let mut edge = 0.0;
             let mut pick = Fault::None;
-            for (prob, fault) in [(p.start_err, Fault::StartErr), (p.full, Fault::Full), (p.finish_err, Fault::FinishErr), (p.wrong, Fault::Wrong), (p.hang, Fault::Hang)] {
+            for (prob, fault) in [(p.start_err, Fault::StartErr), (p.full, Fault::Full), (p.finish_err, Fault::FinishErr), (p.wrong, Fault::Wrong), (p.hang, Fault::Hang), (p.start_hang, Fault::StartHang)] {
                 edge += prob;
                 if u < edge {
                     pick = fault;
@@ -255,9 +267,18 @@ impl FaultState {
             Fault::FinishErr => c.finish_err += 1,
             Fault::Wrong => c.wrong += 1,
             Fault::Hang => c.hang += 1,
+            Fault::StartHang => c.start_hang += 1,
             Fault::Sticky => c.sticky += 1,
         }
         fault
+    }
+
+    /// Blocks until [`FaultyBackend::release_hangs`].
+    fn hold_until_released(&self) {
+        let mut released = self.released.lock();
+        while !*released {
+            self.release.wait(&mut released);
+        }
     }
 
     fn lost_error(&self) -> ProveError {
@@ -331,6 +352,10 @@ impl ProverBackend for FaultyBackend {
             Fault::StartErr => {
                 return Err(ProveError::Backend { backend: "faulty", message: format!("injected fault at start on {}", self.state.device) })
             }
+            Fault::StartHang => {
+                self.state.hold_until_released();
+                return Err(ProveError::Backend { backend: "faulty", message: format!("injected hang at start on {} released", self.state.device) });
+            }
             Fault::Full => {
                 return Err(ProveError::DeviceFull {
                     backend: "faulty",
@@ -382,10 +407,7 @@ impl PendingMsms for FaultyPending {
         let FaultyPending { inner, fault, state } = *self;
         if fault == Fault::Hang {
             // Hold the inner work (as a hung kernel holds its memory) until released.
-            let mut released = state.released.lock();
-            while !*released {
-                state.release.wait(&mut released);
-            }
+            state.hold_until_released();
             drop(inner);
             return Err(ProveError::Backend { backend: "faulty", message: format!("injected hang on {} released", state.device) });
         }
@@ -415,8 +437,8 @@ mod tests {
 
     #[test]
     fn plans_parse_and_print() {
-        let p: FaultPlan = "start_err=0.1, full=0.1, finish_err=0.05,wrong=0.05,hang=0.02,sticky_after=7,faulty_for=5,seed=3".parse().unwrap();
-        assert_eq!(p, FaultPlan::default().start_err(0.1).full(0.1).finish_err(0.05).wrong(0.05).hang(0.02).sticky_after(7).faulty_for(5).seed(3));
+        let p: FaultPlan = "start_err=0.1, full=0.1, finish_err=0.05,wrong=0.05,hang=0.02,start_hang=0.01,sticky_after=7,faulty_for=5,seed=3".parse().unwrap();
+        assert_eq!(p, FaultPlan::default().start_err(0.1).full(0.1).finish_err(0.05).wrong(0.05).hang(0.02).start_hang(0.01).sticky_after(7).faulty_for(5).seed(3));
         assert_eq!(p.to_string().parse::<FaultPlan>().unwrap(), p);
         assert_eq!(FaultPlan::from_env_value(None).unwrap(), None);
         assert_eq!(FaultPlan::from_env_value(Some("  ")).unwrap(), None);
@@ -426,7 +448,7 @@ mod tests {
     #[test]
     fn bad_plans_say_what_is_wrong() {
         let err = |s: &str| FaultPlan::from_env_value(Some(s)).unwrap_err().0;
-        assert_eq!(err("oops=1"), "KILN_FAULTS=\"oops=1\": unknown key \"oops\" (known: start_err, full, finish_err, wrong, hang, sticky_after, faulty_for, seed)");
+        assert_eq!(err("oops=1"), "KILN_FAULTS=\"oops=1\": unknown key \"oops\" (known: start_err, full, finish_err, wrong, hang, start_hang, sticky_after, faulty_for, seed)");
         assert_eq!(err("hang"), "KILN_FAULTS=\"hang\": \"hang\" is not key=value");
         assert_eq!(err("hang=x"), "KILN_FAULTS=\"hang=x\": hang=\"x\": not a number");
         assert_eq!(err("wrong=1.5"), "KILN_FAULTS=\"wrong=1.5\": wrong must be a probability in 0..=1, not 1.5");

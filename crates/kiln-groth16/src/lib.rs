@@ -52,7 +52,7 @@ pub mod params;
 pub mod prover;
 pub mod setup;
 
-pub use backends::{BackendChoice, BackendError, BackendOptions, Backends, Devices, GpuPlacement, DEFAULT_STREAM_CHUNK_BYTES};
+pub use backends::{one_per_device, BackendChoice, BackendError, BackendOptions, Backends, Devices, GpuPlacement, DEFAULT_STREAM_CHUNK_BYTES};
 pub use circuit_prover::CircuitProver;
 pub use cpu::CpuBackend;
 pub use error::{ParamsError, ProveError};

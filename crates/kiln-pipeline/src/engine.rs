@@ -110,7 +110,7 @@ impl Engine {
         };
         // Unless configured, reserve what the hungriest backend says it needs.
         config.backend_scratch_ratio.get_or_insert_with(|| backends.iter().map(|b| b.host_scratch_ratio()).fold(0.0, f64::max));
-        let on_reopen = {
+        let evict_devices = {
             let backends = backends.clone();
             Box::new(move |params_id| {
                 backends.iter().for_each(|b| {
@@ -120,7 +120,7 @@ impl Engine {
         };
         let health = Health::new(&workers.iter().map(|(b, takes)| (b.device(), *takes)).collect::<Vec<_>>(), &config);
         let shared = Arc::new(Shared {
-            srs: SrsManager::new(budget.clone(), pool.clone(), on_reopen, crate::srs::placement_host(&backends)),
+            srs: SrsManager::new(budget.clone(), pool.clone(), evict_devices, crate::srs::placement_host(&backends)),
             circuits: crate::circuits::circuit_cache(&config, &budget),
             counters: StageCounters::new(config.counter_log_interval_ms),
             synth_queue: WorkQueue::new(None),

@@ -136,7 +136,7 @@ pub(crate) enum Remakeable {
 /// must go: opened again because their file changed, or made ones (a test
 /// setup) unloaded, whose device copies may hold host memory counted with
 /// them ([`PlacementHost`]).
-pub(crate) type OnReopen = Box<dyn Fn(u64) + Send + Sync>;
+pub(crate) type EvictDevices = Box<dyn Fn(u64) + Send + Sync>;
 
 /// Host memory the devices will hold for parameters once they place them,
 /// beyond the parameters' own bytes (ProverBackend::placement_host_bytes
@@ -147,7 +147,7 @@ pub(crate) type PlacementHost = Box<dyn Fn(&ParamsFile) -> u64 + Send + Sync>;
 pub(crate) struct SrsManager {
     budget: MemoryBudget,
     pool: PinnedPool,
-    on_reopen: OnReopen,
+    evict_devices: EvictDevices,
     placement_host: PlacementHost,
     entries: Mutex<HashMap<String, Entry>>,
     /// One lock per id, held while its file is generated (so it is made once).
@@ -189,11 +189,11 @@ impl Drop for SrsLease {
 }
 
 impl SrsManager {
-    pub(crate) fn new(budget: MemoryBudget, pool: PinnedPool, on_reopen: OnReopen, placement_host: PlacementHost) -> Arc<Self> {
+    pub(crate) fn new(budget: MemoryBudget, pool: PinnedPool, evict_devices: EvictDevices, placement_host: PlacementHost) -> Arc<Self> {
         let manager = Arc::new(SrsManager {
             budget: budget.clone(),
             pool,
-            on_reopen,
+            evict_devices,
             placement_host,
             entries: Mutex::new(HashMap::new()),
             generating: Mutex::new(HashMap::new()),
@@ -307,7 +307,7 @@ impl SrsManager {
             }
         };
         drop(dropped);
-        (self.on_reopen)(stale.id());
+        (self.evict_devices)(stale.id());
     }
 
     /// Makes the parameters hot (reserving their size through `budget`, the
@@ -433,7 +433,7 @@ impl SrsManager {
     /// host was reserved with the parameters ([`PlacementHost`]).
     fn drop_device_copies(&self, made: Option<u64>) {
         if let Some(params_id) = made {
-            (self.on_reopen)(params_id);
+            (self.evict_devices)(params_id);
         }
     }
 
@@ -506,11 +506,6 @@ impl Evictor for IdleEvictor {
 /// [`PlacementHost`] over `backends`: each device counted once (its
 /// workers share its placed parameters).
 pub(crate) fn placement_host(backends: &[Arc<dyn ProverBackend>]) -> PlacementHost {
-    let mut one_per_device: Vec<Arc<dyn ProverBackend>> = Vec::new();
-    for b in backends {
-        if !one_per_device.iter().any(|o| o.device() == b.device()) {
-            one_per_device.push(b.clone());
-        }
-    }
+    let one_per_device = kiln_groth16::one_per_device(backends);
     Box::new(move |params| one_per_device.iter().map(|b| b.placement_host_bytes(params)).sum())
 }

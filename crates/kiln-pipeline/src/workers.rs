@@ -17,7 +17,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use kiln_groth16::{prove_start, ParamsError, PendingProof, ProveError, ProverBackend, Randomness};
+use kiln_groth16::{finish, prove_start, ParamsError, PendingProof, ProveError, ProverBackend, Randomness};
 use kiln_memory::MemoryReservation;
 use kiln_synth::{Assignment, Recording, SynthContext, SynthError};
 
@@ -31,7 +31,7 @@ use crate::job::{JobOutcome, Priority};
 use crate::jobs::{Job, Progress};
 use crate::lanes::Lane;
 use crate::srs::SrsLease;
-use crate::watchdog::{finish_watched, Waited};
+use crate::watchdog::{watched, Waited};
 
 /// A partition waiting for a synthesis worker.
 pub(crate) struct PartitionTask {
@@ -384,7 +384,7 @@ fn synthesize_partition(shared: &Arc<Shared>, task: PartitionTask) {
 /// device that had the critical workers is gone), the others take them too.
 pub(crate) fn gpu_worker(shared: Arc<Shared>, worker: usize, backend: Arc<dyn ProverBackend>, takes: Takes) {
     loop {
-        prove_partitions(&shared, worker, &*backend, takes);
+        prove_partitions(&shared, worker, &backend, takes);
         if !shared.health.is_quarantined(worker) {
             return; // the engine stops
         }
@@ -414,7 +414,7 @@ fn wait_for_probation(shared: &Shared, worker: usize) -> bool {
 }
 
 /// The worker's loop until the engine stops or its device is quarantined.
-fn prove_partitions(shared: &Arc<Shared>, worker: usize, backend: &dyn ProverBackend, takes: Takes) {
+fn prove_partitions(shared: &Arc<Shared>, worker: usize, backend: &Arc<dyn ProverBackend>, takes: Takes) {
     let on_device = backend.device_status().is_some();
     let quarantined = || shared.health.is_quarantined(worker);
     let wants = |p: Priority| !quarantined() && (takes.wants(p) || !shared.health.lane_served(Lane::of(p)));
@@ -437,13 +437,22 @@ fn prove_partitions(shared: &Arc<Shared>, worker: usize, backend: &dyn ProverBac
         let products = if held.products_on_prover { &shared.totals.products_by_prover } else { &shared.totals.products_in_synthesis };
         products.fetch_add(1, Ordering::Relaxed);
         let t = Instant::now();
-        let params = held.lease.params().clone();
         // The assignment moves into the prover; its pool buffer goes back to
-        // the pool when `prove_start` returns (or unwinds).
+        // the pool when `prove_start` returns (or unwinds). On a device the
+        // start is watched: a device that blocks it (a hung copy or
+        // placement) costs one limit and is quarantined. A CPU prover's
+        // start is the whole proof, and a CPU does not hang that way.
         let lane = Lane::of(job.priority);
-        let result = shared.lanes.run_start(lane, on_device, || {
-            catch_unwind(AssertUnwindSafe(|| prove_start(backend, &params, assignment, Randomness::random(&mut rand::thread_rng()))))
-        });
+        let limit = if on_device { shared.health.watchdog_limit(worker, &job.srs.id) } else { None };
+        let call = {
+            let (shared, backend, params, span) = (shared.clone(), backend.clone(), held.lease.params().clone(), span.clone());
+            move || {
+                let _entered = span.enter();
+                let randomness = Randomness::random(&mut rand::thread_rng());
+                shared.lanes.run_start(lane, on_device, || prove_start(&*backend, &params, assignment, randomness))
+            }
+        };
+        let waited = watched("kiln-start", call, limit, || job.is_stopped() || shared.is_stopping(), quarantined);
         if lane == Lane::Critical {
             shared.lanes.trim_critical_pool();
         }
@@ -454,6 +463,23 @@ fn prove_partitions(shared: &Arc<Shared>, worker: usize, backend: &dyn ProverBac
             st.current_job_id = None;
             st.current_kind_label = None;
         }
+        let result = match waited {
+            Waited::Done(result) => *result,
+            // Nobody needs the answer; the start's thread drops it.
+            Waited::Abandoned => continue,
+            Waited::Expired(limit) => {
+                let device = shared.health.device_of(worker);
+                let message = format!("partition {index}: the prover on {device} did not take the partition within {:.1} s (prover watchdog)", limit.as_secs_f64());
+                retry_device_fault(shared, &job, index, held, worker, FaultKind::Hang, message);
+                continue;
+            }
+            Waited::DeviceQuarantined => {
+                let device = shared.health.device_of(worker);
+                let message = format!("partition {index}: its prover device {device} was quarantined while it started");
+                retry_or_fail(shared, &job, index, held, true, false, message);
+                continue;
+            }
+        };
         let pending = match result {
             Ok(Ok(p)) => p,
             Ok(Err(e @ ProveError::Synth(SynthError::Unsatisfied { .. }))) if held.products_on_prover => {
@@ -500,8 +526,7 @@ pub(crate) fn finalizer(shared: Arc<Shared>, takes: Takes, nice: i32) {
         let _entered = span.enter();
         let t = Instant::now();
         let limit = shared.health.watchdog_limit(worker, &job.srs.id);
-        let waited =
-            finish_watched(pending, limit, || job.is_stopped() || shared.is_stopping(), || shared.health.is_quarantined(worker));
+        let waited = watched("kiln-finish", move || finish(pending), limit, || job.is_stopped() || shared.is_stopping(), || shared.health.is_quarantined(worker));
         let took = t.elapsed();
         job.add_gpu_compute(took);
         let result = match waited {

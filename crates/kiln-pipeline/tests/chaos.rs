@@ -99,10 +99,10 @@ proptest! {
 /// Faults of one device: each kind off or on, a sticky fault or none,
 /// faults only in the first few calls (a device that recovers) or always.
 fn fault_plan() -> impl Strategy<Value = FaultPlan> {
-    (0u8..32, proptest::option::weighted(0.3, 0u64..8), proptest::option::weighted(0.3, 1u64..6), any::<u64>()).prop_map(
+    (0u8..64, proptest::option::weighted(0.3, 0u64..8), proptest::option::weighted(0.3, 1u64..6), any::<u64>()).prop_map(
         |(bits, sticky_after, faulty_for, seed)| {
             let on = |bit: u8, p: f64| if bits & (1 << bit) != 0 { p } else { 0.0 };
-            FaultPlan { start_err: on(0, 0.2), full: on(4, 0.2), finish_err: on(1, 0.1), wrong: on(2, 0.2), hang: on(3, 0.1), sticky_after, faulty_for, seed }
+            FaultPlan { start_err: on(0, 0.2), full: on(4, 0.2), finish_err: on(1, 0.1), wrong: on(2, 0.2), hang: on(3, 0.1), start_hang: on(5, 0.05), sticky_after, faulty_for, seed }
         },
     )
 }
@@ -125,6 +125,8 @@ proptest! {
             .enumerate()
             .map(|(i, plan)| {
                 let inner = OnDevice::named(&format!("dev{i}"), SlowBackend::new(Duration::from_millis(2)));
+                // Starts are watched on accelerators only (a CPU's start is its whole proof).
+                let inner: Arc<dyn ProverBackend> = if plan.start_hang > 0.0 || i % 2 == 1 { Arc::new(AsAccelerator(inner)) } else { inner };
                 Arc::new(FaultyBackend::new(inner, plan.clone()))
             })
             .collect();
@@ -166,6 +168,11 @@ proptest! {
         prop_assert_eq!(s.provers.no_prover_left.is_some(), s.provers.usable_devices == 0);
         prop_assert_eq!(engine.no_prover_left(), s.provers.no_prover_left.clone());
         prop_assert_eq!(s.jobs.completed + s.jobs.failed, jobs.len() as u64);
+        // Hung waits hold nothing of the engine's; a hung start keeps its
+        // witness buffers until it returns.
+        if plans.iter().any(|p| p.start_hang > 0.0) {
+            devices.iter().for_each(|d| d.release_hangs());
+        }
         assert_idle(&engine);
         let injected: Vec<_> = devices.iter().map(|d| d.counts()).collect();
         let quarantined = s.provers.devices.iter().filter(|d| d.quarantined.is_some()).count();

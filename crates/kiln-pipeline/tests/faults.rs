@@ -143,6 +143,50 @@ fn a_hang_is_cut_short_by_the_watchdog_and_its_device_quarantined() {
     eprintln!("hang: {} expiries, {:.2} s", d0.watchdog_expiries, t.elapsed().as_secs_f64());
 }
 
+/// A device whose `start` never returns (a copy to a hung GPU) costs one
+/// watchdog limit: it is quarantined as a hang and its partitions are
+/// proved on the other device; the engine holds nothing of the hung starts.
+#[test]
+fn a_start_that_never_returns_is_cut_short_by_the_watchdog() {
+    ensure_params(10);
+    let inner = Arc::new(AsAccelerator(OnDevice::named("dev0", SlowBackend::new(Duration::from_millis(2)))));
+    let hangs = Arc::new(FaultyBackend::new(inner, FaultPlan::default().start_hang(1.0)));
+    let other = Arc::new(AsAccelerator(clean("dev1")));
+    let engine = Engine::start(fault_config(), vec![hangs.clone() as Arc<dyn ProverBackend>, other]).unwrap();
+    let jobs = submit_all(&engine, "start-hang", 4, 2);
+    expect_completed(&engine, &jobs);
+    let s = engine.status();
+    let d0 = &s.provers.devices[0];
+    let why = d0.quarantined.as_deref().expect("dev0 quarantined");
+    assert!(why.starts_with("a hang: partition ") && why.contains("did not take the partition within 0.5 s (prover watchdog)"), "{why}");
+    assert!(d0.watchdog_expiries >= 1 && hangs.counts().start_hang >= 1, "{d0:?}");
+    assert!(s.provers.devices[1].quarantined.is_none() && s.provers.usable_devices == 1);
+    // A hung start keeps the witness buffers it was given (a hung copy may
+    // still read them), and nothing else; they come back when it returns.
+    assert!(s.pinned_pool.pinned_in_use_bytes > 0, "{:?}", s.pinned_pool);
+    hangs.release_hangs();
+    assert_idle(&engine);
+}
+
+/// Shutdown does not wait for a start that never returns.
+#[test]
+fn shutdown_is_not_held_by_a_hung_start() {
+    ensure_params(10);
+    let inner = Arc::new(AsAccelerator(OnDevice::named("dev0", SlowBackend::new(Duration::from_millis(2)))));
+    let hangs = Arc::new(FaultyBackend::new(inner, FaultPlan::default().start_hang(1.0)));
+    let cfg = EngineConfig { prover_watchdog_secs: 600.0, ..fault_config() };
+    let engine = Engine::start(cfg, vec![hangs.clone() as Arc<dyn ProverBackend>]).unwrap();
+    engine.submit(JobRequest::new("stuck", Priority::Normal, synthetic(10, 1, 7))).unwrap();
+    assert!(wait_until(Duration::from_secs(30), || hangs.counts().start_hang == 1));
+    let t = Instant::now();
+    engine.shutdown_blocking(Duration::ZERO);
+    let took = t.elapsed();
+    assert!(took < Duration::from_secs(2), "shutdown took {took:?}");
+    assert_eq!(engine.poll("stuck"), JobOutcome::Cancelled);
+    hangs.release_hangs();
+    assert_idle(&engine);
+}
+
 #[test]
 fn shutdown_is_not_held_by_a_hung_prover() {
     ensure_params(10);

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use bellperson::groth16::{verify_proof, Proof};
 use blstrs::Scalar;
 use ff::Field;
-use kiln_groth16::{CpuBackend, ParamsFile, PendingMsms, ProveError, ProverBackend};
+use kiln_groth16::{CpuBackend, DeviceStatus, ParamsFile, PendingMsms, ProveError, ProverBackend};
 use kiln_pipeline::synthetic::SyntheticJob;
 use kiln_pipeline::{Engine, EngineConfig, EngineStatus, JobOutcome, JobRequest, JobSource, JobTimings, PartitionFootprint, Priority, SrsSpec};
 use kiln_synth::workload::WorkloadKind;
@@ -254,5 +254,29 @@ impl ProverBackend for OnDevice {
     }
     fn urgent_worker(&self) -> Result<Option<Arc<dyn ProverBackend>>, ProveError> {
         Ok(self.1.urgent_worker()?.map(|w| OnDevice::named(&self.0, w)))
+    }
+}
+
+/// A backend presented as an accelerator (it reports a [`DeviceStatus`]):
+/// the engine treats its start as a device's (watched, run on the
+/// worker's thread), as with a GPU.
+pub struct AsAccelerator(pub Arc<dyn ProverBackend>);
+
+impl ProverBackend for AsAccelerator {
+    fn name(&self) -> String {
+        self.0.name()
+    }
+    fn device(&self) -> String {
+        self.0.device()
+    }
+    fn start(&self, params: &Arc<ParamsFile>, asg: Assignment) -> Result<Box<dyn PendingMsms>, ProveError> {
+        self.0.start(params, asg)
+    }
+    fn host_scratch_ratio(&self) -> f64 {
+        self.0.host_scratch_ratio()
+    }
+    fn device_status(&self) -> Option<DeviceStatus> {
+        let name = format!("stand-in for {}", self.0.device());
+        Some(DeviceStatus { ordinal: 0, name, sm_count: 1, compute_capability: (0, 0), total_memory: 1 << 30, free_memory: None })
     }
 }
