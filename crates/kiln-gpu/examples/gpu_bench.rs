@@ -81,13 +81,13 @@ fn main() {
         };
         let Some(&max) = sizes.iter().max() else { continue };
         let chain = ChainPoints::new(&mut rng());
-        let (p1, p2) = if g2 { (None, Some(dev.upload_g2(&s, &chain.g2(max)).unwrap())) } else { (Some(dev.upload_g1(&s, &chain.g1(max)).unwrap()), None) };
+        let (p1, p2) = if g2 { (None, Some(dev.upload_points::<blstrs::G2Projective>(&s, &chain.g2(max)).unwrap())) } else { (Some(dev.upload_points::<blstrs::G1Projective>(&s, &chain.g1(max)).unwrap()), None) };
         let scal = random_scalars(max, 3);
         let sc = dev.upload_scalars(&s, &scal).unwrap();
         for &n in &sizes {
             let size = if n.is_power_of_two() { format!("2^{}", n.trailing_zeros()) } else { n.to_string() };
             let ms = time(&s, 3, || {
-                if g2 { dev.msm_g2(&s, p2.as_ref().unwrap(), &sc, n, None).unwrap(); } else { dev.msm_g1(&s, p1.as_ref().unwrap(), &sc, n, None).unwrap(); }
+                if g2 { dev.msm(&s, p2.as_ref().unwrap(), &sc, n, None).unwrap(); } else { dev.msm(&s, p1.as_ref().unwrap(), &sc, n, None).unwrap(); }
             });
             let c = dev.msm_window(n);
             let w = kiln_gpu::host::msm_windows(c) as f64;
@@ -102,7 +102,7 @@ fn main() {
             let n = max;
             let fil: Vec<Scalar> = scal.iter().enumerate().map(|(i, x)| match i % 10 { 0..=3 => Scalar::from(0u64), 4..=8 => Scalar::from(1u64), _ => *x }).collect();
             let fsc = dev.upload_scalars(&s, &fil).unwrap();
-            let ms = time(&s, 3, || { dev.msm_g1(&s, p1.as_ref().unwrap(), &fsc, n, None).unwrap(); });
+            let ms = time(&s, 3, || { dev.msm(&s, p1.as_ref().unwrap(), &fsc, n, None).unwrap(); });
             row("G1 MSM 2^26 Filecoin-like (40% 0, 50% 1)", ms, 0.0, n as f64 * 128.0, "");
         }
     }

@@ -188,12 +188,12 @@ fn check_msm_from(dev: &GpuDevice, s: &GpuStream, t: &mut Table, g2: bool, n: us
         let got = if let Some(st) = &mut streamer {
             let raw: Vec<u8> = pts.iter().flat_map(|p| p.to_uncompressed()).collect();
             t0 = Instant::now();
-            dev.msm_g2_streamed(s, st, &raw, &sc, n, bitmap.as_deref())?.0
+            dev.msm_streamed::<G2Projective>(s, st, &raw, &sc, n, bitmap.as_deref())?.0
         } else {
-            let dp = dev.upload_g2(s, &pts)?;
+            let dp = dev.upload_points::<G2Projective>(s, &pts)?;
             s.synchronize()?;
             t0 = Instant::now();
-            dev.msm_g2(s, &dp, &sc, n, bitmap.as_deref())?
+            dev.msm(s, &dp, &sc, n, bitmap.as_deref())?
         };
         let time = ms(t0);
         let want = G2Projective::generator() * dlog;
@@ -206,12 +206,12 @@ fn check_msm_from(dev: &GpuDevice, s: &GpuStream, t: &mut Table, g2: bool, n: us
         let got = if let Some(st) = &mut streamer {
             let raw: Vec<u8> = pts.iter().flat_map(|p| p.to_uncompressed()).collect();
             t0 = Instant::now();
-            dev.msm_g1_streamed(s, st, &raw, &sc, n, bitmap.as_deref())?.0
+            dev.msm_streamed::<G1Projective>(s, st, &raw, &sc, n, bitmap.as_deref())?.0
         } else {
-            let dp = dev.upload_g1(s, &pts)?;
+            let dp = dev.upload_points::<G1Projective>(s, &pts)?;
             s.synchronize()?;
             t0 = Instant::now();
-            dev.msm_g1(s, &dp, &sc, n, bitmap.as_deref())?
+            dev.msm(s, &dp, &sc, n, bitmap.as_deref())?
         };
         let time = ms(t0);
         let want = G1Projective::generator() * dlog;
@@ -251,16 +251,16 @@ fn check_fixed_base(dev: &GpuDevice, s: &GpuStream, t: &mut Table, g2: bool, n: 
     let t0 = Instant::now();
     if g2 {
         let table = window_table(G2Projective::generator());
-        let pts = dev.fixed_base_g2(s, &table, &sc)?;
+        let pts = dev.fixed_base::<G2Projective>(s, &table, &sc)?;
         let time = t0.elapsed();
-        let got = dev.download_g2(s, &pts, &idx)?;
+        let got = dev.download_points(s, &pts, &idx)?;
         let ok = idx.par_iter().zip(got.par_iter()).all(|(&i, p)| *p == G2Affine::from(G2Projective::generator() * sc[i]));
         t.row(format!("fixed-base g2 n={n} {}", mix_name(mix)), ok, format!("{:.2} ms", time.as_secs_f64() * 1e3));
     } else {
         let table = window_table(G1Projective::generator());
-        let pts = dev.fixed_base_g1(s, &table, &sc)?;
+        let pts = dev.fixed_base::<G1Projective>(s, &table, &sc)?;
         let time = t0.elapsed();
-        let got = dev.download_g1(s, &pts, &idx)?;
+        let got = dev.download_points(s, &pts, &idx)?;
         let ok = idx.par_iter().zip(got.par_iter()).all(|(&i, p)| *p == G1Affine::from(G1Projective::generator() * sc[i]));
         t.row(format!("fixed-base g1 n={n} {}", mix_name(mix)), ok, format!("{:.2} ms", time.as_secs_f64() * 1e3));
     }
@@ -296,20 +296,20 @@ fn stream_debug(dev: &GpuDevice, s: &GpuStream) -> Result<(), GpuError> {
         let raw: Vec<u8> = pts.iter().flat_map(|p| p.to_uncompressed()).collect();
         let sc = dev.upload_scalars(s, &scalars)?;
         let mut st = dev.point_streamer(chunk)?;
-        let streamed: Vec<bool> = (0..3).map(|_| dev.msm_g1_streamed(s, &mut st, &raw, &sc, n, None).map(|(g, _)| g == want)).collect::<Result<_, _>>()?;
+        let streamed: Vec<bool> = (0..3).map(|_| dev.msm_streamed::<G1Projective>(s, &mut st, &raw, &sc, n, None).map(|(g, _)| g == want)).collect::<Result<_, _>>()?;
         let step = chunk / 96 / 64 * 64;
         let mut sum = G1Projective::identity();
         let mut chunks_ok = true;
         for lo in (0..n).step_by(step) {
             let hi = (lo + step).min(n);
-            let dp = dev.upload_g1(s, &pts[lo..hi])?;
+            let dp = dev.upload_points::<G1Projective>(s, &pts[lo..hi])?;
             let dsc = dev.upload_scalars(s, &scalars[lo..hi])?;
-            let part = dev.msm_g1(s, &dp, &dsc, hi - lo, None)?;
+            let part = dev.msm(s, &dp, &dsc, hi - lo, None)?;
             let part_want = G1Projective::generator() * chain.dlog(&terms(&scalars[lo..hi], None).into_iter().map(|(x, i)| (x, i + lo)).collect::<Vec<_>>());
             chunks_ok &= part == part_want;
             sum += part;
         }
-        let resident = dev.msm_g1(s, &dev.upload_g1(s, &pts)?, &sc, n, None)? == want;
+        let resident = dev.msm(s, &dev.upload_points::<G1Projective>(s, &pts)?, &sc, n, None)? == want;
         let ok = streamed.iter().all(|&x| x) && chunks_ok && sum == want && resident;
         bad += usize::from(!ok);
         println!("trial {trial} n={n} chunk={chunk} {} streamed={streamed:?} chunk-msms={chunks_ok} chunk-sum={} resident={resident}", if edge { "edge" } else { "random" }, sum == want);

@@ -4,9 +4,12 @@
 //! blst_fp (`[u64; 6]`), G1Affine over blst_p1_affine (`{x, y}`: `[u64; 12]`)
 //! and G2Affine over blst_p2_affine (`[u64; 24]`); so a slice of them is a
 //! slice of u64 limbs, which is what the kernels read.
-use blstrs::{G1Affine, G2Affine, Scalar};
+use std::marker::PhantomData;
+
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cudarc::driver::{CudaSlice, DevicePtr};
 
+use crate::curve::DeviceGroup;
 use crate::device::{GpuDevice, GpuStream};
 use crate::error::GpuError;
 
@@ -19,7 +22,7 @@ const _: () = assert!(std::mem::size_of::<G2Affine>() == 192);
 /// # Safety
 /// Implement only for `#[repr(transparent)]`/`#[repr(C)]` types that are
 /// exactly `WORDS` u64s, valid for any bit pattern.
-pub(crate) unsafe trait Limbs: Sized {
+pub unsafe trait Limbs: Sized {
     const WORDS: usize;
 }
 // SAFETY: the asserts above and blstrs' repr(transparent) over blst's repr(C) limb structs.
@@ -73,8 +76,34 @@ macro_rules! device_buffer {
 }
 
 device_buffer!(DeviceScalars, Scalar, "Fr scalars on the device, Montgomery form (blstrs::Scalar layout).");
-device_buffer!(DeviceG1, G1Affine, "G1 affine points on the device (blst_p1_affine layout).");
-device_buffer!(DeviceG2, G2Affine, "G2 affine points on the device (blst_p2_affine layout).");
+
+/// Affine points of `G` on the device, in blst's layout (the point at
+/// infinity all-zero).
+pub struct DevicePoints<G: DeviceGroup> {
+    pub(crate) buf: CudaSlice<u64>,
+    group: PhantomData<G>,
+}
+
+/// G1 affine points on the device (blst_p1_affine layout).
+pub type DeviceG1 = DevicePoints<G1Projective>;
+/// G2 affine points on the device (blst_p2_affine layout).
+pub type DeviceG2 = DevicePoints<G2Projective>;
+
+impl<G: DeviceGroup> DevicePoints<G> {
+    pub(crate) fn new(buf: CudaSlice<u64>) -> Self {
+        DevicePoints { buf, group: PhantomData }
+    }
+    /// Number of points.
+    pub fn len(&self) -> usize {
+        self.buf.len() / <G::Affine as Limbs>::WORDS
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub(crate) fn ptr(&self, stream: &GpuStream) -> u64 {
+        self.buf.device_ptr(stream).0
+    }
+}
 
 impl GpuDevice {
     pub fn upload_scalars(&self, stream: &GpuStream, v: &[Scalar]) -> Result<DeviceScalars, GpuError> {
@@ -109,44 +138,25 @@ impl GpuDevice {
         download_all(stream, &v.buf)
     }
     /// Points `indices` of `v`, read back one by one (for spot checks).
-    pub fn download_g1(&self, stream: &GpuStream, v: &DeviceG1, indices: &[usize]) -> Result<Vec<G1Affine>, GpuError> {
-        gather(stream, &v.buf, indices)
-    }
-    /// As [`GpuDevice::download_g1`], in G2.
-    pub fn download_g2(&self, stream: &GpuStream, v: &DeviceG2, indices: &[usize]) -> Result<Vec<G2Affine>, GpuError> {
+    pub fn download_points<G: DeviceGroup>(&self, stream: &GpuStream, v: &DevicePoints<G>, indices: &[usize]) -> Result<Vec<G::Affine>, GpuError> {
         gather(stream, &v.buf, indices)
     }
     /// Every point of `v`, in one copy.
-    pub fn download_all_g1(&self, stream: &GpuStream, v: &DeviceG1) -> Result<Vec<G1Affine>, GpuError> {
+    pub fn download_all_points<G: DeviceGroup>(&self, stream: &GpuStream, v: &DevicePoints<G>) -> Result<Vec<G::Affine>, GpuError> {
         download_all(stream, &v.buf)
     }
-    /// As [`GpuDevice::download_all_g1`], in G2.
-    pub fn download_all_g2(&self, stream: &GpuStream, v: &DeviceG2) -> Result<Vec<G2Affine>, GpuError> {
-        download_all(stream, &v.buf)
-    }
-    /// `len` G1 points (all-zero: the point at infinity), to be filled with
-    /// [`GpuDevice::write_g1`].
-    pub fn alloc_g1(&self, stream: &GpuStream, len: usize) -> Result<DeviceG1, GpuError> {
-        Ok(DeviceG1 { buf: stream.alloc_zeros::<u64>(len * 12)? })
-    }
-    /// `len` G2 points, to be filled with [`GpuDevice::write_g2`].
-    pub fn alloc_g2(&self, stream: &GpuStream, len: usize) -> Result<DeviceG2, GpuError> {
-        Ok(DeviceG2 { buf: stream.alloc_zeros::<u64>(len * 24)? })
+    /// `len` points (all-zero: the point at infinity), to be filled with
+    /// [`GpuDevice::write_points`].
+    pub fn alloc_points<G: DeviceGroup>(&self, stream: &GpuStream, len: usize) -> Result<DevicePoints<G>, GpuError> {
+        Ok(DevicePoints::new(stream.alloc_zeros::<u64>(len * <G::Affine as Limbs>::WORDS)?))
     }
     /// Copies `v` into `dst` from point `at` on (a section uploaded chunk by
     /// chunk, so no host copy of it is whole). Returns once `v` may be reused.
-    pub fn write_g1(&self, stream: &GpuStream, dst: &mut DeviceG1, at: usize, v: &[G1Affine]) -> Result<(), GpuError> {
+    pub fn write_points<G: DeviceGroup>(&self, stream: &GpuStream, dst: &mut DevicePoints<G>, at: usize, v: &[G::Affine]) -> Result<(), GpuError> {
         write_at(stream, &mut dst.buf, at, v)
     }
-    /// As [`GpuDevice::write_g1`], in G2.
-    pub fn write_g2(&self, stream: &GpuStream, dst: &mut DeviceG2, at: usize, v: &[G2Affine]) -> Result<(), GpuError> {
-        write_at(stream, &mut dst.buf, at, v)
-    }
-    pub fn upload_g1(&self, stream: &GpuStream, v: &[G1Affine]) -> Result<DeviceG1, GpuError> {
-        Ok(DeviceG1 { buf: stream.clone_htod(as_words(v))? })
-    }
-    pub fn upload_g2(&self, stream: &GpuStream, v: &[G2Affine]) -> Result<DeviceG2, GpuError> {
-        Ok(DeviceG2 { buf: stream.clone_htod(as_words(v))? })
+    pub fn upload_points<G: DeviceGroup>(&self, stream: &GpuStream, v: &[G::Affine]) -> Result<DevicePoints<G>, GpuError> {
+        Ok(DevicePoints::new(stream.clone_htod(as_words(v))?))
     }
 }
 

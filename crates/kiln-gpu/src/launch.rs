@@ -61,7 +61,7 @@ unsafe impl DeviceRepr for Csr {}
 
 macro_rules! kernels {
     ($($field:ident),* $(,)?) => {
-        pub(crate) struct Kernels { $(pub $field: CudaFunction,)* }
+        pub struct Kernels { $(pub $field: CudaFunction,)* }
         impl Kernels {
             pub fn load(ctx: &Arc<CudaContext>, fatbin: Vec<u8>) -> Result<Self, GpuError> {
                 let module = ctx.load_module(Ptx::from_binary(fatbin))?;

@@ -30,6 +30,7 @@
 struct ReadmeDoctests;
 
 mod buffers;
+mod curve;
 mod device;
 mod error;
 pub mod host;
@@ -43,7 +44,8 @@ mod setup;
 mod stream;
 mod stream_check;
 
-pub use buffers::{DeviceG1, DeviceG2, DeviceScalars};
+pub use buffers::{DeviceG1, DeviceG2, DevicePoints, DeviceScalars};
+pub use curve::DeviceGroup;
 pub use device::{DeviceInfo, DeviceSpan, GpuDevice, GpuStream};
 pub use error::GpuError;
 pub use msm::MsmTiming;

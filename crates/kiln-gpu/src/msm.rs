@@ -1,4 +1,4 @@
-//! MSM in G1 and G2 (kernels in cuda/msm.cuh); the host picks the window,
+//! MSM in any [`DeviceGroup`] (G1, G2; kernels in cuda/msm.cuh); the host picks the window,
 //! ranks the density bitmap, and combines the window sums with blstrs.
 use blst::{blst_fp, blst_fp2, blst_p1, blst_p2};
 use std::time::{Duration, Instant};
@@ -6,21 +6,13 @@ use std::time::{Duration, Instant};
 use blstrs::{G1Projective, G2Projective};
 use group::Group;
 
-use crate::buffers::{DeviceG1, DeviceG2, DeviceScalars};
+use crate::buffers::{DevicePoints, DeviceScalars};
+use crate::curve::sealed::GroupKernels;
+use crate::curve::DeviceGroup;
 use crate::device::{DeviceSpan, GpuDevice, GpuStream};
 use crate::error::GpuError;
 use crate::host::{bitmap_prefix, msm_acc_chunk, msm_reduce_run, msm_window_bits, msm_window_override, msm_windows};
 use crate::launch::{blocks, launch, raw, Arg, Selection};
-
-/// Which curve: its kernels and the size of one XYZZ point in u64 words.
-pub(crate) struct Curve<'a> {
-    acc: &'a cudarc::driver::CudaFunction,
-    fix: &'a cudarc::driver::CudaFunction,
-    reduce: &'a cudarc::driver::CudaFunction,
-    sum: &'a cudarc::driver::CudaFunction,
-    ones: &'a cudarc::driver::CudaFunction,
-    pub(crate) xyzz_words: usize,
-}
 
 /// Threads per block of the bucket-accumulation kernels: the
 /// `__launch_bounds__(128, ..)` their register budget in cuda/msm.cuh is
@@ -28,61 +20,38 @@ pub(crate) struct Curve<'a> {
 const ACC_BLOCK: u32 = 128;
 
 impl GpuDevice {
-    /// sum_i scalars[i] * points[rank(i)] over the first `n` scalars, in G1.
-    /// Without a bitmap every scalar takes part with point i; with one,
-    /// scalar i takes part iff bit i is set, with point rank(i) (the number of
-    /// set bits below i), as Groth16's A/B queries store only dense points.
-    pub fn msm_g1(&self, s: &GpuStream, points: &DeviceG1, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<G1Projective, GpuError> {
-        Ok(self.msm_g1_timed(s, points, scalars, n, bitmap)?.0)
+    /// sum_i scalars[i] * points[rank(i)] over the first `n` scalars, in
+    /// `G`. Without a bitmap every scalar takes part with point i; with one,
+    /// scalar i takes part iff bit i is set, with point rank(i) (the number
+    /// of set bits below i), as Groth16's A/B queries store only dense points.
+    pub fn msm<G: DeviceGroup>(&self, s: &GpuStream, points: &DevicePoints<G>, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<G, GpuError> {
+        Ok(self.msm_timed(s, points, scalars, n, bitmap)?.0)
     }
 
-    /// [`GpuDevice::msm_g1`], also saying where its time went.
-    pub fn msm_g1_timed(&self, s: &GpuStream, points: &DeviceG1, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<(G1Projective, MsmTiming), GpuError> {
+    /// [`GpuDevice::msm`], also saying where its time went.
+    pub fn msm_timed<G: DeviceGroup>(&self, s: &GpuStream, points: &DevicePoints<G>, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<(G, MsmTiming), GpuError> {
         let t0 = Instant::now();
-        let (sum, device) = self.msm(s, &self.g1_curve(), points.ptr(s), points.len(), scalars, 0, n, bitmap, g1_from_xyzz)?;
+        let (sum, device) = self.msm_range::<G>(s, points.ptr(s), points.len(), scalars, 0, n, bitmap)?;
         Ok((sum, MsmTiming::new(device, t0.elapsed())))
-    }
-
-    /// As [`GpuDevice::msm_g1`], in G2.
-    pub fn msm_g2(&self, s: &GpuStream, points: &DeviceG2, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<G2Projective, GpuError> {
-        Ok(self.msm_g2_timed(s, points, scalars, n, bitmap)?.0)
-    }
-
-    /// [`GpuDevice::msm_g2`], also saying where its time went.
-    pub fn msm_g2_timed(&self, s: &GpuStream, points: &DeviceG2, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<(G2Projective, MsmTiming), GpuError> {
-        let t0 = Instant::now();
-        let (sum, device) = self.msm(s, &self.g2_curve(), points.ptr(s), points.len(), scalars, 0, n, bitmap, g2_from_xyzz)?;
-        Ok((sum, MsmTiming::new(device, t0.elapsed())))
-    }
-
-    pub(crate) fn g1_curve(&self) -> Curve<'_> {
-        let k = &self.k;
-        Curve { acc: &k.msm_bucket_acc_g1, fix: &k.msm_bucket_fix_g1, reduce: &k.msm_bucket_reduce_g1, sum: &k.msm_sum_g1, ones: &k.msm_ones_g1, xyzz_words: 24 }
-    }
-
-    pub(crate) fn g2_curve(&self) -> Curve<'_> {
-        let k = &self.k;
-        Curve { acc: &k.msm_bucket_acc_g2, fix: &k.msm_bucket_fix_g2, reduce: &k.msm_bucket_reduce_g2, sum: &k.msm_sum_g2, ones: &k.msm_ones_g2, xyzz_words: 48 }
     }
 
     /// sum over scalars `first..first + n` (the bitmap, if any, starts at
     /// scalar `first`; `first` a multiple of 64 then) with points counted
     /// from `points`: the MSM and its device time from CUDA events.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn msm<P: Group>(
+    pub(crate) fn msm_range<G: DeviceGroup>(
         &self,
         s: &GpuStream,
-        cv: &Curve,
         points: u64,
         npoints: usize,
         scalars: &DeviceScalars,
         first: usize,
         n: usize,
         bitmap: Option<&[u64]>,
-        to_proj: fn(&[u64]) -> P,
-    ) -> Result<(P, Duration), GpuError> {
-        let (windows, c, ones, device) = self.msm_windows(s, cv, points, npoints, scalars, first, n, bitmap)?;
-        Ok((combine(&windows, c, &ones, cv.xyzz_words, to_proj), device))
+    ) -> Result<(G, Duration), GpuError> {
+        let cv = G::kernels(&self.k);
+        let (windows, c, ones, device) = self.msm_windows(s, &cv, points, npoints, scalars, first, n, bitmap)?;
+        Ok((combine(&windows, c, &ones, cv.xyzz_words, G::from_xyzz), device))
     }
 
     /// The window bits an MSM with `n` general scalars (neither 0 nor 1:
@@ -96,7 +65,7 @@ impl GpuDevice {
     /// Runs the kernels; returns (window sums as XYZZ words, c, sum of the
     /// points whose scalar is one, device time from CUDA events).
     #[allow(clippy::too_many_arguments)]
-    fn msm_windows(&self, s: &GpuStream, cv: &Curve, points: u64, npoints: usize, scalars: &DeviceScalars, first: usize, n: usize, bitmap: Option<&[u64]>) -> Result<(Vec<u64>, u32, Vec<u64>, Duration), GpuError> {
+    fn msm_windows(&self, s: &GpuStream, cv: &GroupKernels, points: u64, npoints: usize, scalars: &DeviceScalars, first: usize, n: usize, bitmap: Option<&[u64]>) -> Result<(Vec<u64>, u32, Vec<u64>, Duration), GpuError> {
         if first.checked_add(n).is_none_or(|end| end > scalars.len()) || n >= 1 << 31 {
             return Err(GpuError::InvalidArgument(format!("scalars {first}..+{n} from a buffer of {}", scalars.len())));
         }
@@ -150,7 +119,7 @@ impl GpuDevice {
     /// Pippenger over the `general` scalars of class 2 (`cls`): returns the
     /// window sums (XYZZ words, synchronized) and the window bits.
     #[allow(clippy::too_many_arguments)]
-    fn msm_buckets(&self, s: &GpuStream, cv: &Curve, prof: &mut Profile, points: u64, sp: u64, sel: Selection, cls: &cudarc::driver::CudaSlice<u8>, n: usize, general: usize) -> Result<(Vec<u64>, u32), GpuError> {
+    fn msm_buckets(&self, s: &GpuStream, cv: &GroupKernels, prof: &mut Profile, points: u64, sp: u64, sel: Selection, cls: &cudarc::driver::CudaSlice<u8>, n: usize, general: usize) -> Result<(Vec<u64>, u32), GpuError> {
         let tune = Tuning::for_size(general);
         let c = self.msm_window(general);
         let w = msm_windows(c) as usize;
@@ -211,7 +180,7 @@ impl GpuDevice {
     /// Sum of the `count` listed points (the scalars equal to one): every
     /// thread a strided share, then the partial sums summed down. Returns
     /// the XYZZ words (synchronized).
-    fn msm_ones(&self, s: &GpuStream, cv: &Curve, points: u64, list: &cudarc::driver::CudaSlice<u32>, count: usize) -> Result<Vec<u64>, GpuError> {
+    fn msm_ones(&self, s: &GpuStream, cv: &GroupKernels, points: u64, list: &cudarc::driver::CudaSlice<u32>, count: usize) -> Result<Vec<u64>, GpuError> {
         let xw = cv.xyzz_words;
         let tune = Tuning::for_size(count);
         // Up to ~8K threads per SM (a power of two, so the group sums below

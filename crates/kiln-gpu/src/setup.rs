@@ -4,10 +4,11 @@
 //! caller builds it on the CPU, 8192 points). The points land in a device
 //! buffer and stay there: a production-size setup (~47 GiB) is never copied
 //! to the host.
-use blstrs::{G1Affine, G2Affine, Scalar};
+use blstrs::Scalar;
 use cudarc::driver::CudaFunction;
 
-use crate::buffers::{as_words, DeviceG1, DeviceG2, Limbs};
+use crate::buffers::{as_words, DevicePoints, Limbs};
+use crate::curve::DeviceGroup;
 use crate::device::{GpuDevice, GpuStream};
 use crate::error::GpuError;
 use crate::launch::{blocks, launch, raw, Arg};
@@ -20,19 +21,14 @@ pub const WINDOW_TABLE_LEN: usize = 32 * 256;
 const CHUNK: usize = 1 << 22;
 
 impl GpuDevice {
-    /// `scalars[i] * G` for every i, in G1, where `table` is G's byte-window
-    /// table ([`WINDOW_TABLE_LEN`] points). A zero scalar gives the point at
-    /// infinity (all-zero coordinates).
-    pub fn fixed_base_g1(&self, s: &GpuStream, table: &[G1Affine], scalars: &[Scalar]) -> Result<DeviceG1, GpuError> {
-        Ok(DeviceG1 { buf: self.fixed_base(s, &self.k.fixed_base_g1, table, scalars)? })
+    /// `scalars[i] * P` for every i, in `G`, where `table` is the byte-window
+    /// table of the generator P ([`WINDOW_TABLE_LEN`] points). A zero
+    /// scalar gives the point at infinity (all-zero coordinates).
+    pub fn fixed_base<G: DeviceGroup>(&self, s: &GpuStream, table: &[G::Affine], scalars: &[Scalar]) -> Result<DevicePoints<G>, GpuError> {
+        Ok(DevicePoints::new(self.fixed_base_words(s, G::kernels(&self.k).fixed_base, table, scalars)?))
     }
 
-    /// As [`GpuDevice::fixed_base_g1`], in G2.
-    pub fn fixed_base_g2(&self, s: &GpuStream, table: &[G2Affine], scalars: &[Scalar]) -> Result<DeviceG2, GpuError> {
-        Ok(DeviceG2 { buf: self.fixed_base(s, &self.k.fixed_base_g2, table, scalars)? })
-    }
-
-    fn fixed_base<P: Limbs>(
+    fn fixed_base_words<P: Limbs>(
         &self,
         s: &GpuStream,
         kernel: &CudaFunction,

@@ -14,16 +14,16 @@ use std::ops::Range;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::time::Instant;
 
-use blstrs::{G1Projective, G2Projective};
+use blstrs::G2Projective;
 use cudarc::driver::{CudaEvent, CudaSlice, PinnedHostSlice};
-use group::Group;
 use rayon::prelude::*;
 
 use crate::buffers::DeviceScalars;
 use crate::device::{DeviceSpan, GpuDevice, GpuStream};
 use crate::error::GpuError;
 use crate::launch::{blocks, launch, raw, Arg};
-use crate::msm::{g1_from_xyzz, g2_from_xyzz, Curve, MsmTiming};
+use crate::curve::DeviceGroup;
+use crate::msm::MsmTiming;
 use crate::stream_check;
 
 /// Where a streamed MSM reads its raw points from: bytes in memory, or a
@@ -74,9 +74,6 @@ pub(crate) fn read_parallel(src: &dyn RawSource, offset: usize, dst: &mut [u8]) 
         .map_err(|e| GpuError::InvalidArgument(format!("reading the points to stream: {e}")))
 }
 
-/// Bytes of one point in the `.params` encoding (uncompressed).
-const G1_RAW: usize = 96;
-const G2_RAW: usize = 192;
 
 /// Per-worker staging for streamed MSMs: its own copy stream and two pinned
 /// buffers of `chunk_bytes`, reused by every streamed MSM of the worker
@@ -151,7 +148,7 @@ impl GpuDevice {
     /// A streamer for this device with staging buffers of `chunk_bytes`
     /// (at least one G2 point's worth of 64 points).
     pub fn point_streamer(&self, chunk_bytes: usize) -> Result<PointStreamer, GpuError> {
-        let chunk_bytes = chunk_bytes.max(64 * G2_RAW);
+        let chunk_bytes = chunk_bytes.max(64 * <G2Projective as DeviceGroup>::RAW_BYTES);
         // Plain (cacheable) pinned memory rather than cudarc's default
         // write-combined: several CPU threads fill a staging buffer right
         // before the copy engine reads it, and cacheable memory needs no
@@ -163,35 +160,20 @@ impl GpuDevice {
         Ok(PointStreamer { copy: self.new_stream()?, staging: [pin()?, pin()?], chunk_bytes })
     }
 
-    /// [`GpuDevice::msm_g1_timed`] with the points on the host: `raw` holds
+    /// [`GpuDevice::msm_timed`] with the points on the host: `raw` holds
     /// points rank 0.. in the `.params` encoding (uncompressed, big-endian),
     /// already validated by the caller (on the curve, not infinity).
-    pub fn msm_g1_streamed(&self, s: &GpuStream, st: &mut PointStreamer, raw: &dyn RawSource, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<(G1Projective, MsmTiming), GpuError> {
-        let conv = &self.k.points_from_raw_g1;
-        self.streamed(s, st, &self.g1_curve(), conv, G1_RAW, raw, scalars, n, bitmap, g1_from_xyzz, stream_check::g1)
-    }
-
-    /// As [`GpuDevice::msm_g1_streamed`], in G2 (`raw` from the b_g2 section).
-    pub fn msm_g2_streamed(&self, s: &GpuStream, st: &mut PointStreamer, raw: &dyn RawSource, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<(G2Projective, MsmTiming), GpuError> {
-        let conv = &self.k.points_from_raw_g2;
-        self.streamed(s, st, &self.g2_curve(), conv, G2_RAW, raw, scalars, n, bitmap, g2_from_xyzz, stream_check::g2)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn streamed<P: Group>(
+    pub fn msm_streamed<G: DeviceGroup>(
         &self,
         s: &GpuStream,
         st: &mut PointStreamer,
-        cv: &Curve,
-        conv: &cudarc::driver::CudaFunction,
-        raw_bytes: usize,
         raw_points: &dyn RawSource,
         scalars: &DeviceScalars,
         n: usize,
         bitmap: Option<&[u64]>,
-        to_proj: fn(&[u64]) -> P,
-        check_curve: fn() -> stream_check::CheckCurve<P>,
-    ) -> Result<(P, MsmTiming), GpuError> {
+    ) -> Result<(G, MsmTiming), GpuError> {
+        let kernels = G::kernels(&self.k);
+        let (conv, raw_bytes) = (kernels.from_raw, G::RAW_BYTES);
         let t0 = Instant::now();
         if let Some(bm) = bitmap {
             if bm.len() * 64 < n {
@@ -206,7 +188,7 @@ impl GpuDevice {
         }
         let slot_points = plan.iter().map(|c| c.points.len()).max().unwrap_or(0);
         let span = DeviceSpan::begin(s)?;
-        let mut sum = P::identity();
+        let mut sum = G::identity();
         if slot_points > 0 {
             // Converted points of the current chunk, then the two raw slots.
             let points = unsafe { s.alloc::<u64>(slot_points * raw_bytes / 8) }?;
@@ -219,7 +201,7 @@ impl GpuDevice {
             let (free_tx, free_rx) = channel::<()>();
             free_tx.send(()).and_then(|_| free_tx.send(())).expect("receiver alive");
             let PointStreamer { copy, staging, .. } = st;
-            sum = std::thread::scope(|scope| -> Result<P, GpuError> {
+            sum = std::thread::scope(|scope| -> Result<G, GpuError> {
                 // Only references go to the uploader: a `move` closure naming
                 // `slots` would move the slots into the thread and free them
                 // when it finishes - while the last chunk is still being read
@@ -231,7 +213,7 @@ impl GpuDevice {
                 // dropped before the scope joins the uploader, which then
                 // stops instead of waiting for a free slot forever.
                 let (free_tx, ready_rx) = (free_tx, ready_rx);
-                let mut acc = P::identity();
+                let mut acc = G::identity();
                 for c in &plan {
                     let (slot, ready) = ready_rx.recv().map_err(|_| GpuError::InvalidArgument("point uploader stopped".into()))??;
                     s.wait(&ready)?;
@@ -241,13 +223,13 @@ impl GpuDevice {
                     // `points` has room for slot_points >= count.
                     unsafe { launch(s, conv, blocks(count, 128), 128, &[Arg::U64(slot_ptrs[slot]), Arg::U64(raw(&points, s)), Arg::U32(count as u32)])? };
                     let bits = bitmap.map(|bm| &bm[c.first / 64..]);
-                    let before_bad = if stream_check::enabled() { stream_check::converted(&check_curve(), s, c, raw_points, &points)?.1 } else { 0 };
+                    let before_bad = if stream_check::enabled() { stream_check::converted(&G::check_curve(), s, c, raw_points, &points)?.1 } else { 0 };
                     // msm synchronizes `s` before returning, so the slot has
                     // been read and can be refilled.
-                    let (part, _) = self.msm(s, cv, raw(&points, s), count, scalars, c.first, c.n, bits, to_proj)?;
+                    let (part, _) = self.msm_range::<G>(s, raw(&points, s), count, scalars, c.first, c.n, bits)?;
                     if stream_check::enabled() {
-                        let mut rerun = || self.msm(s, cv, raw(&points, s), count, scalars, c.first, c.n, bits, to_proj).map(|r| r.0);
-                        stream_check::check_chunk(&check_curve(), s, c, raw_points, &points, scalars, bitmap, before_bad, part, &mut rerun)?;
+                        let mut rerun = || self.msm_range::<G>(s, raw(&points, s), count, scalars, c.first, c.n, bits).map(|r| r.0);
+                        stream_check::check_chunk(&G::check_curve(), s, c, raw_points, &points, scalars, bitmap, before_bad, part, &mut rerun)?;
                     }
                     acc += part;
                     let _ = free_tx.send(());

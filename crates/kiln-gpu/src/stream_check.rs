@@ -19,7 +19,7 @@ pub(crate) fn enabled() -> bool {
 }
 
 /// What the check needs of a curve.
-pub(crate) struct CheckCurve<P> {
+pub struct CheckCurve<P> {
     pub raw_bytes: usize,
     /// Raw points -> blst affine words.
     pub decode: fn(&[u8]) -> Vec<u64>,

@@ -77,11 +77,11 @@ fn msm_matches_cpu() {
         let sc = dev.upload_scalars(&s, &scalars).unwrap();
         for bm in [None, Some(bitmap.as_slice())] {
             let t = terms(&scalars, bm);
-            let p1 = dev.upload_g1(&s, &chain.g1(n)).unwrap();
-            let got = dev.msm_g1(&s, &p1, &sc, n, bm).unwrap();
+            let p1 = dev.upload_points::<G1Projective>(&s, &chain.g1(n)).unwrap();
+            let got = dev.msm(&s, &p1, &sc, n, bm).unwrap();
             assert_eq!(got, G1Projective::generator() * chain.dlog(&t), "G1 n={n}");
-            let p2 = dev.upload_g2(&s, &chain.g2(n)).unwrap();
-            let got = dev.msm_g2(&s, &p2, &sc, n, bm).unwrap();
+            let p2 = dev.upload_points::<G2Projective>(&s, &chain.g2(n)).unwrap();
+            let got = dev.msm(&s, &p2, &sc, n, bm).unwrap();
             assert_eq!(got, G2Projective::generator() * chain.dlog(&t), "G2 n={n}");
         }
     }

@@ -314,9 +314,9 @@ fn streamed_sections_are_read_from_the_file_and_a_failed_read_is_an_error() {
     let sc = dev.upload_scalars(&s, &scalars).unwrap();
     let mut st = dev.point_streamer(1 << 16).unwrap();
     let failing = FailsAt(all.clone(), 3 << 16);
-    let err = dev.msm_g1_streamed(&s, &mut st, &failing, &sc, n, None).unwrap_err().to_string();
+    let err = dev.msm_streamed::<blstrs::G1Projective>(&s, &mut st, &failing, &sc, n, None).unwrap_err().to_string();
     assert!(err.contains("injected read error"), "{err}");
-    let (sum, _) = dev.msm_g1_streamed(&s, &mut st, &all, &sc, n, None).unwrap();
+    let (sum, _) = dev.msm_streamed::<blstrs::G1Projective>(&s, &mut st, &all, &sc, n, None).unwrap();
     let mut points = Vec::new();
     params.g1_points(Section::L, 0..n, &mut points).unwrap();
     let want: blstrs::G1Projective = points.iter().zip(&scalars).map(|(p, k)| blstrs::G1Projective::from(*p) * k).sum();

@@ -26,8 +26,7 @@ use std::time::{Duration, Instant};
 
 use blstrs::{G1Projective, G2Projective, Scalar};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
-use group::Group;
-use kiln_gpu::{DeviceG1, DeviceG2, DeviceScalars, DeviceSpan, GpuDevice, GpuError, GpuStream, MsmTiming, PointStreamer};
+use kiln_gpu::{DeviceGroup, DevicePoints, DeviceScalars, DeviceSpan, GpuDevice, GpuError, GpuStream, MsmTiming, PointStreamer};
 use kiln_synth::{Assignment, CompiledR1cs, Density, Products};
 
 use crate::error::ProveError;
@@ -306,14 +305,14 @@ impl Msms<'_> {
         self.host += t.host;
     }
 
-    fn g1(&mut self, name: &'static str, points: Option<&Points<DeviceG1>>, m: MsmInput) -> Result<G1Projective, ProveError> {
+    fn msm<G: DeviceGroup>(&mut self, name: &'static str, points: Option<&Points<DevicePoints<G>>>, m: MsmInput) -> Result<G, ProveError> {
         let bits = m.bitmap.map(|d| d.words());
         let (sum, t) = match points {
-            None => return Ok(G1Projective::identity()),
-            Some(Points::Device(p)) => self.dev.msm_g1_timed(self.s, p, m.scalars, m.len, bits),
+            None => return Ok(G::identity()),
+            Some(Points::Device(p)) => self.dev.msm_timed(self.s, p, m.scalars, m.len, bits),
             Some(Points::Host { section, range }) => {
                 let (dev, s, raw) = (self.dev, self.s, self.params.raw(*section, range.clone())?);
-                let r = dev.msm_g1_streamed(s, self.streamer()?, &raw, m.scalars, m.len, bits);
+                let r = dev.msm_streamed::<G>(s, self.streamer()?, &raw, m.scalars, m.len, bits);
                 // Points of a file changed during the stream are not an
                 // answer, and a read that failed because the file changed
                 // is the file's fault, not the device's.
@@ -322,28 +321,7 @@ impl Msms<'_> {
             }
             Some(Points::Memory(raw)) => {
                 let (dev, s) = (self.dev, self.s);
-                dev.msm_g1_streamed(s, self.streamer()?, raw, m.scalars, m.len, bits)
-            }
-        }
-        .map_err(gpu_err)?;
-        self.record(name, t);
-        Ok(sum)
-    }
-
-    fn g2(&mut self, name: &'static str, points: Option<&Points<DeviceG2>>, m: MsmInput) -> Result<G2Projective, ProveError> {
-        let bits = m.bitmap.map(|d| d.words());
-        let (sum, t) = match points {
-            None => return Ok(G2Projective::identity()),
-            Some(Points::Device(p)) => self.dev.msm_g2_timed(self.s, p, m.scalars, m.len, bits),
-            Some(Points::Host { section, range }) => {
-                let (dev, s, raw) = (self.dev, self.s, self.params.raw(*section, range.clone())?);
-                let r = dev.msm_g2_streamed(s, self.streamer()?, &raw, m.scalars, m.len, bits);
-                self.params.check_unchanged()?;
-                r
-            }
-            Some(Points::Memory(raw)) => {
-                let (dev, s) = (self.dev, self.s);
-                dev.msm_g2_streamed(s, self.streamer()?, raw, m.scalars, m.len, bits)
+                dev.msm_streamed::<G>(s, self.streamer()?, raw, m.scalars, m.len, bits)
             }
         }
         .map_err(gpu_err)?;
@@ -407,14 +385,14 @@ impl DeviceWork<'_> {
         let chunk_bytes = self.ctx.stream_chunk_bytes();
         let mut msms = Msms { dev, s, params: self.params, streamer, chunk_bytes, timings, host: Duration::ZERO };
         let m = 1usize << self.log_m;
-        let h = msms.g1("msm_h", Some(&srs.h), MsmInput { scalars: &a, len: m - 1, bitmap: None })?;
+        let h = msms.msm("msm_h", Some(&srs.h), MsmInput { scalars: &a, len: m - 1, bitmap: None })?;
         drop(a);
         let all = |bitmap| MsmInput { scalars: &aux, len: self.num_aux, bitmap };
         let [a_density, b_density] = self.densities;
-        let l = msms.g1("msm_l", Some(&srs.l), all(None))?;
-        let a_aux = msms.g1("msm_a", srs.a_aux.as_ref(), all(Some(a_density)))?;
-        let b_g1_aux = msms.g1("msm_b_g1", srs.b_g1_aux.as_ref(), all(Some(b_density)))?;
-        let b_g2_aux = msms.g2("msm_b_g2", srs.b_g2_aux.as_ref(), all(Some(b_density)))?;
+        let l = msms.msm("msm_l", Some(&srs.l), all(None))?;
+        let a_aux = msms.msm("msm_a", srs.a_aux.as_ref(), all(Some(a_density)))?;
+        let b_g1_aux = msms.msm("msm_b_g1", srs.b_g1_aux.as_ref(), all(Some(b_density)))?;
+        let b_g2_aux = msms.msm("msm_b_g2", srs.b_g2_aux.as_ref(), all(Some(b_density)))?;
         tracing::debug!("MSMs done");
         Ok(DeviceSums { h, l, a_aux, b_g1_aux, b_g2_aux, host: msms.host })
     }

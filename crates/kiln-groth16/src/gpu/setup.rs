@@ -16,9 +16,9 @@
 
 use std::ops::Range;
 
-use blstrs::{G1Affine, G2Affine, Scalar};
-use group::UncompressedEncoding;
-use kiln_gpu::{DeviceG1, DeviceG2, GpuDevice, GpuStream};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use group::{Curve, UncompressedEncoding};
+use kiln_gpu::{DeviceGroup, DevicePoints, GpuDevice, GpuStream};
 use rayon::prelude::*;
 
 use super::srs::{gpu_err, Points, ResidentSrs};
@@ -41,43 +41,58 @@ pub(super) fn place_test_setup(
     sections: &[(Section, Range<usize>); 5],
     resident: [bool; 5],
 ) -> Result<ResidentSrs, ProveError> {
-    let scalars = |sec: Section, range: &Range<usize>| &params.setup_scalars(sec).expect("a test setup has scalars")[range.clone()];
-    let (t1, t2) = (g1_table().flat(), g2_table().flat());
-    let g1 = |i: usize| -> Result<Option<Points<DeviceG1>>, ProveError> {
-        let sc = scalars(sections[i].0, &sections[i].1);
-        if sc.is_empty() {
-            return Ok(None);
-        }
-        let cpu = |k: usize| -> G1Affine { g1_table().mul(&sc[k]).into() };
-        if !resident[i] {
-            let raw = made_on_host(sc, 96, |chunk| dev.download_all_g1(s, &dev.fixed_base_g1(s, &t1, chunk)?), |p: &G1Affine| p.to_uncompressed())?;
-            check_sample(sc.len(), |idx| Ok(idx.iter().map(|&k| decode::<G1Affine>(&raw, k)).collect()), cpu)?;
-            return Ok(Some(Points::Memory(raw)));
-        }
-        let pts = dev.fixed_base_g1(s, &t1, sc).map_err(gpu_err)?;
-        check_sample(sc.len(), |idx| dev.download_g1(s, &pts, idx), cpu)?;
-        Ok(Some(Points::Device(pts)))
-    };
-    let h = g1(0)?.ok_or_else(|| empty("the H query"))?;
-    let l = g1(1)?.ok_or_else(|| empty("the L query"))?;
-    let a_aux = g1(2)?;
-    let b_g1_aux = g1(3)?;
-    let b_sc = scalars(Section::BG2, &sections[4].1);
-    let cpu2 = |k: usize| -> G2Affine { g2_table().mul(&b_sc[k]).into() };
-    let b_g2_aux = if b_sc.is_empty() {
-        None
-    } else if !resident[4] {
-        let raw = made_on_host(b_sc, 192, |chunk| dev.download_all_g2(s, &dev.fixed_base_g2(s, &t2, chunk)?), |p: &G2Affine| p.to_uncompressed())?;
-        check_sample(b_sc.len(), |idx| Ok(idx.iter().map(|&k| decode::<G2Affine>(&raw, k)).collect()), cpu2)?;
-        Some(Points::Memory(raw))
-    } else {
-        let pts = dev.fixed_base_g2(s, &t2, b_sc).map_err(gpu_err)?;
-        check_sample(b_sc.len(), |idx| dev.download_g2(s, &pts, idx), cpu2)?;
-        Some(Points::Device::<DeviceG2>(pts))
-    };
+    let section = |i: usize| &params.setup_scalars(sections[i].0).expect("a test setup has scalars")[sections[i].1.clone()];
+    let h = made_on(dev, s, section(0), resident[0])?.ok_or_else(|| empty("the H query"))?;
+    let l = made_on(dev, s, section(1), resident[1])?.ok_or_else(|| empty("the L query"))?;
+    let a_aux = made_on(dev, s, section(2), resident[2])?;
+    let b_g1_aux = made_on(dev, s, section(3), resident[3])?;
+    let b_g2_aux = made_on(dev, s, section(4), resident[4])?;
     let placed = ResidentSrs::new(params, sections, resident, [h, l], [a_aux, b_g1_aux], b_g2_aux)?;
     tracing::info!(device_gib = gib(placed.device_bytes), host_gib = gib(placed.streamed_bytes), "test setup points made on the device");
     Ok(placed)
+}
+
+/// A group whose test-setup points the device makes: its generator's
+/// byte-window table (built once on the CPU), the table flat for the
+/// kernel, and the CPU's multiple to check the device's against.
+trait SetupGroup: DeviceGroup<Affine: UncompressedEncoding + PartialEq> {
+    fn table() -> Vec<Self::Affine>;
+    fn cpu(s: &Scalar) -> Self::Affine;
+}
+
+macro_rules! setup_group {
+    ($group:ty, $table:ident) => {
+        impl SetupGroup for $group {
+            fn table() -> Vec<Self::Affine> {
+                $table().flat()
+            }
+            fn cpu(s: &Scalar) -> Self::Affine {
+                $table().mul(s).to_affine()
+            }
+        }
+    };
+}
+setup_group!(G1Projective, g1_table);
+setup_group!(G2Projective, g2_table);
+
+/// The points `scalars[i] * G` of one section (`None` when it has none):
+/// in VRAM when it stays `resident`, else made a chunk at a time and kept
+/// on the host in the file's encoding. A sample is checked against the CPU.
+fn made_on<G: SetupGroup>(dev: &GpuDevice, s: &GpuStream, sc: &[Scalar], resident: bool) -> Result<Option<Points<DevicePoints<G>>>, ProveError> {
+    if sc.is_empty() {
+        return Ok(None);
+    }
+    let table = G::table();
+    let cpu = |k: usize| G::cpu(&sc[k]);
+    if !resident {
+        let make = |chunk: &[Scalar]| dev.download_all_points(s, &dev.fixed_base::<G>(s, &table, chunk)?);
+        let raw = made_on_host(sc, G::RAW_BYTES, make, |p: &G::Affine| p.to_uncompressed())?;
+        check_sample(sc.len(), |idx| Ok(idx.iter().map(|&k| decode::<G::Affine>(&raw, k)).collect()), cpu)?;
+        return Ok(Some(Points::Memory(raw)));
+    }
+    let pts = dev.fixed_base::<G>(s, &table, sc).map_err(gpu_err)?;
+    check_sample(sc.len(), |idx| dev.download_points(s, &pts, idx), cpu)?;
+    Ok(Some(Points::Device(pts)))
 }
 
 /// The points `scalars[i] * G` in the file's encoding (`bytes` each), made

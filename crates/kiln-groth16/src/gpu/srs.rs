@@ -12,11 +12,11 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-use blstrs::{G1Affine, G2Affine};
-use kiln_gpu::{DeviceG1, DeviceG2, GpuDevice, GpuError, GpuStream};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective};
+use kiln_gpu::{DeviceG1, DeviceG2, DeviceGroup, DevicePoints, GpuDevice, GpuError, GpuStream};
 use parking_lot::Mutex;
 
-use crate::error::ProveError;
+use crate::error::{ParamsError, ProveError};
 use crate::params::{ParamsFile, ParamsShape, Section};
 use super::gate::{Admitted, DeviceGate};
 use super::products::ResidentMatrices;
@@ -290,45 +290,12 @@ impl GpuContext {
         if params.is_test_setup() {
             return super::setup::place_test_setup(&self.device, params, stream, &sections, resident);
         }
-        // Resident sections go up a block at a time through one reused
-        // host block (96 MiB of G1): a production section (~12 GiB) is never
-        // decoded whole into host memory.
-        let dev = &self.device;
-        let g1 = |i: usize| -> Result<Option<Points<DeviceG1>>, ProveError> {
-            let (section, range) = sections[i].clone();
-            if range.is_empty() {
-                return Ok(None);
-            }
-            if !resident[i] {
-                validate(params, section, range.clone())?;
-                return Ok(Some(Points::Host { section, range }));
-            }
-            let mut dst = dev.alloc_g1(stream, range.len()).map_err(gpu_err)?;
-            in_blocks(range.clone(), |block, host| {
-                params.g1_points(section, block.clone(), host)?;
-                dev.write_g1(stream, &mut dst, block.start - range.start, host).map_err(gpu_err)
-            })?;
-            Ok(Some(Points::Device(dst)))
-        };
-        let h = g1(0)?.expect("H is not empty");
-        let l = g1(1)?.expect("L is not empty");
-        let a_aux = g1(2)?;
-        let b_g1_aux = g1(3)?;
-        let b_g2_aux = match sections[4].1.clone() {
-            r if r.is_empty() => None,
-            r if !resident[4] => {
-                validate(params, Section::BG2, r.clone())?;
-                Some(Points::Host { section: Section::BG2, range: r })
-            }
-            r => {
-                let mut dst = dev.alloc_g2(stream, r.len()).map_err(gpu_err)?;
-                in_blocks(r.clone(), |block, host| {
-                    params.g2_points(block.clone(), host)?;
-                    dev.write_g2(stream, &mut dst, block.start - r.start, host).map_err(gpu_err)
-                })?;
-                Some(Points::Device(dst))
-            }
-        };
+        let (dev, place) = (&self.device, |i: usize| (params, sections[i].clone(), resident[i]));
+        let h = place_section(dev, stream, place(0))?.expect("H is not empty");
+        let l = place_section(dev, stream, place(1))?.expect("L is not empty");
+        let a_aux = place_section(dev, stream, place(2))?;
+        let b_g1_aux = place_section(dev, stream, place(3))?;
+        let b_g2_aux = place_section(dev, stream, place(4))?;
         stream.synchronize().map_err(|e| gpu_err(e.into()))?;
         ResidentSrs::new(params, &sections, resident, [h, l], [a_aux, b_g1_aux], b_g2_aux)
     }
@@ -431,16 +398,54 @@ fn in_blocks<P>(range: Range<usize>, mut f: impl FnMut(Range<usize>, &mut Vec<P>
     Ok(())
 }
 
+/// A group whose points a parameter file holds: G1 in every section but
+/// b_g2, G2 there.
+trait FilePoints: DeviceGroup {
+    fn read(params: &ParamsFile, section: Section, range: Range<usize>, out: &mut Vec<Self::Affine>) -> Result<(), ParamsError>;
+}
+
+impl FilePoints for G1Projective {
+    fn read(params: &ParamsFile, section: Section, range: Range<usize>, out: &mut Vec<G1Affine>) -> Result<(), ParamsError> {
+        params.g1_points(section, range, out)
+    }
+}
+
+impl FilePoints for G2Projective {
+    fn read(params: &ParamsFile, _: Section, range: Range<usize>, out: &mut Vec<G2Affine>) -> Result<(), ParamsError> {
+        params.g2_points(range, out)
+    }
+}
+
+/// Points `range` of `section` placed as planned (`None` when empty):
+/// uploaded a block at a time through one reused host block when
+/// `resident` (a production section, ~12 GiB, is never decoded whole into
+/// host memory), else streamed from the file for each proof.
+fn place_section<G: FilePoints>(
+    dev: &GpuDevice,
+    stream: &GpuStream,
+    (params, (section, range), resident): (&ParamsFile, (Section, Range<usize>), bool),
+) -> Result<Option<Points<DevicePoints<G>>>, ProveError> {
+    if range.is_empty() {
+        return Ok(None);
+    }
+    if !resident {
+        validate::<G>(params, section, range.clone())?;
+        return Ok(Some(Points::Host { section, range }));
+    }
+    let mut dst = dev.alloc_points::<G>(stream, range.len()).map_err(gpu_err)?;
+    in_blocks(range.clone(), |block, host| {
+        G::read(params, section, block.clone(), host)?;
+        dev.write_points(stream, &mut dst, block.start - range.start, host).map_err(gpu_err)
+    })?;
+    Ok(Some(Points::Device(dst)))
+}
+
 /// Streamed points are sent in the file's encoding and converted on the
 /// device without checks, so they are checked here once, as the resident
 /// path's decoding checks them (on the curve, not infinity), a block at a
 /// time so no decoded copy is kept.
-fn validate(params: &ParamsFile, section: Section, range: Range<usize>) -> Result<(), ProveError> {
-    if section == Section::BG2 {
-        in_blocks(range, |block, g2| Ok(params.g2_points(block, g2)?))
-    } else {
-        in_blocks(range, |block, g1| Ok(params.g1_points(section, block, g1)?))
-    }
+fn validate<G: FilePoints>(params: &ParamsFile, section: Section, range: Range<usize>) -> Result<(), ProveError> {
+    in_blocks(range, |block, out: &mut Vec<G::Affine>| Ok(G::read(params, section, block, out)?))
 }
 
 #[cfg(test)]
