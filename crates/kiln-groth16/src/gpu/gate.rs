@@ -69,12 +69,20 @@ impl Admitted {
         self.gate.admitted() > 1
     }
 
-    /// Waits until this is the only proof admitted to the device.
-    pub(super) fn wait_alone(&self) {
-        let mut st = self.gate.state.lock();
-        while st.0 > 1 {
-            self.gate.left.wait(&mut st);
+    /// This admission given up and taken again once no other proof is
+    /// admitted: the device to itself. Giving it up first lets two proofs
+    /// that both want to be alone wait for each other without a deadlock.
+    pub(super) fn alone(self) -> Admitted {
+        let (gate, bytes) = (self.gate.clone(), self.bytes);
+        drop(self);
+        let mut st = gate.state.lock();
+        while st.0 > 0 {
+            gate.left.wait(&mut st);
         }
+        st.0 += 1;
+        st.1 += bytes;
+        drop(st);
+        Admitted { gate, bytes }
     }
 
     /// `e` as the pipeline should count it (see [`DeviceGate::qualify_with`]).
@@ -129,8 +137,8 @@ mod tests {
     }
 
     /// A device that ran out of memory beside other proofs is not at
-    /// fault; alone, it is. A proof waiting to be alone gets in when the
-    /// others leave.
+    /// fault; alone, it is. Proofs that want the device to themselves get
+    /// it one at a time, even when two of them ask at once.
     #[test]
     fn running_out_beside_others_is_not_the_devices_fault() {
         let full = || ProveError::DeviceFull { backend: "gpu", message: "CUDA_ERROR_OUT_OF_MEMORY".into() };
@@ -142,16 +150,20 @@ mod tests {
         assert!(first.has_company() && second.has_company());
         assert!(matches!(second.qualify(full()), ProveError::DeviceFull { .. }));
         assert!(matches!(second.qualify(ProveError::Memory("x".into())), ProveError::Memory(_)), "other errors pass");
-        let released = AtomicUsize::new(0);
+        let (inside, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
         std::thread::scope(|s| {
-            s.spawn(|| {
-                std::thread::sleep(Duration::from_millis(50));
-                released.store(1, Ordering::SeqCst);
-                drop(first);
-            });
-            second.wait_alone();
-            assert_eq!(released.load(Ordering::SeqCst), 1, "alone only after the other left");
+            for a in [first, second] {
+                let (inside, most) = (&inside, &most);
+                s.spawn(move || {
+                    let alone = a.alone();
+                    assert!(!alone.has_company());
+                    most.fetch_max(inside.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(20));
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
         });
-        assert!(!second.has_company());
+        assert_eq!(most.load(Ordering::SeqCst), 1, "one at a time");
+        assert_eq!(gate.admitted(), 0);
     }
 }

@@ -205,7 +205,7 @@ impl ProverBackend for GpuBackend {
         }
         // The witness goes up only when the device has room for this proof
         // beside those still running there.
-        let admitted = self.ctx.admit(params);
+        let mut admitted = self.ctx.admit(params);
         // Each step of a proof on the device at debug level: where a proof
         // that never answers stopped.
         tracing::debug!(worker = %self.label, "parameters placed; copying the witness");
@@ -218,7 +218,7 @@ impl ProverBackend for GpuBackend {
         let [a, b, c, aux] = match self.upload_witness(params, &asg, m, &mut t) {
             Err(ProveError::DeviceFull { message, .. }) if admitted.has_company() => {
                 tracing::warn!(worker = %self.label, error = %message, "device memory ran out beside other proofs; copying the witness again when they are done");
-                admitted.wait_alone();
+                admitted = admitted.alone();
                 self.upload_witness(params, &asg, m, &mut t)
             }
             uploaded => uploaded,
