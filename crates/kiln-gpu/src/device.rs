@@ -61,22 +61,16 @@ impl GpuDevice {
         // SAFETY: kiln orders all work on a buffer through the stream it was
         // made on (documented on the crate); per-buffer events are not needed.
         unsafe { ctx.disable_event_tracking() };
-        let info = DeviceInfo {
-            ordinal,
-            name: ctx.name()?,
-            total_memory: ctx.total_mem()?,
-            sm_count: ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
-            compute_capability: (
-                ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
-                ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
-            ),
-            kernel_code: String::new(),
-        };
-        let (major, minor) = info.compute_capability;
+        let name = ctx.name()?;
+        let compute_capability = (
+            ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        );
+        let (major, minor) = compute_capability;
         let k = Kernels::load(&ctx, fatbin).map_err(|e| match e {
             GpuError::Cuda(source) => GpuError::KernelsDoNotLoad {
                 ordinal,
-                name: info.name.clone(),
+                name: name.clone(),
                 major,
                 minor,
                 holds: if std::env::var_os("KILN_KERNELS_FILE").is_some() { "the file KILN_KERNELS_FILE names" } else { crate::KERNEL_TARGETS.unwrap_or("no GPU") },
@@ -84,8 +78,14 @@ impl GpuDevice {
             },
             other => other,
         })?;
-        let mut info = info;
-        info.kernel_code = kernel_code(k.ptx_and_binary_version()?);
+        let info = DeviceInfo {
+            ordinal,
+            name,
+            total_memory: ctx.total_mem()?,
+            sm_count: ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
+            compute_capability,
+            kernel_code: kernel_code(k.ptx_and_binary_version()?),
+        };
         Ok(Self { ctx, k, info, ntt_tables: Mutex::new(HashMap::new()) })
     }
 
