@@ -74,7 +74,6 @@ pub(crate) fn read_parallel(src: &dyn RawSource, offset: usize, dst: &mut [u8]) 
         .map_err(|e| GpuError::InvalidArgument(format!("reading the points to stream: {e}")))
 }
 
-
 /// Per-worker staging for streamed MSMs: its own copy stream and two pinned
 /// buffers of `chunk_bytes`, reused by every streamed MSM of the worker
 /// (pinning memory is slow; allocating it per proof would cost more than
