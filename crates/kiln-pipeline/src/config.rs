@@ -65,9 +65,10 @@ pub struct EngineConfig {
     /// or panic, a proof that did not verify); after that its job fails.
     /// Synthesis errors are never retried. Default 1.
     pub partition_retries: u32,
-    /// The prover watchdog's floor, in seconds: a worker waits at least
-    /// this long for a device's `start` of a partition, and a finalizer
-    /// as long for its prover work, before it gives up on that device (a hang: the device is quarantined and the partition
+    /// The prover watchdog's floor, in seconds: a finalizer waits at
+    /// least this long for a partition's prover work (and a worker this x
+    /// the factor for a device's `start` of it) before it gives up on that
+    /// device (a hang: the device is quarantined and the partition
     /// retried on another). The limit is `max(this, prover_watchdog_factor
     /// x the median of the device's recent proofs of the same parameters)`,
     /// and this x the factor before there is one. 0 turns the watchdog off

@@ -211,6 +211,16 @@ impl Health {
         times.push_back(took);
     }
 
+    /// How long a prover worker waits for a device's `start`: the limit of
+    /// a cold first proof (floor x factor), whatever the device's recent
+    /// times. A start may place a parameter set again (evicted, or changed
+    /// on disk: ~1 min at 32 GiB) or wait for the device's other proofs,
+    /// neither of which the proofs' median knows about; a hung device
+    /// still costs one limit. `None`: the watchdog is off.
+    pub(crate) fn start_limit(&self) -> Option<Duration> {
+        (!self.floor.is_zero()).then(|| self.floor.mul_f64(self.factor.max(1.0)))
+    }
+
     /// How long a finalizer waits for a partition of `srs_id` on `worker`'s
     /// prover; `None`: the watchdog is off.
     pub(crate) fn watchdog_limit(&self, worker: usize, srs_id: &str) -> Option<Duration> {
@@ -363,8 +373,10 @@ mod tests {
         }
         assert_eq!(h.watchdog_limit(0, "p"), Some(Duration::from_secs(10)));
         assert_eq!(h.watchdog_limit(1, "p"), Some(Duration::from_secs(5)), "another device has its own");
+        assert_eq!(h.start_limit(), Some(Duration::from_secs(5)), "a start may place parameters again: floor x factor whatever the median");
         let off = Health::new(&[("cpu".into(), Takes::Any)], &EngineConfig { prover_watchdog_secs: 0.0, ..Default::default() });
         assert_eq!(off.watchdog_limit(0, "p"), None);
+        assert_eq!(off.start_limit(), None);
     }
 
     #[test]

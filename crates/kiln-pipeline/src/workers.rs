@@ -443,7 +443,7 @@ fn prove_partitions(shared: &Arc<Shared>, worker: usize, backend: &Arc<dyn Prove
         // placement) costs one limit and is quarantined. A CPU prover's
         // start is the whole proof, and a CPU does not hang that way.
         let lane = Lane::of(job.priority);
-        let limit = if on_device { shared.health.watchdog_limit(worker, &job.srs.id) } else { None };
+        let limit = if on_device { shared.health.start_limit() } else { None };
         let call = {
             let (shared, backend, params, span) = (shared.clone(), backend.clone(), held.lease.params().clone(), span.clone());
             move || {
