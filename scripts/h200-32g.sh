@@ -13,7 +13,7 @@
 #   synth    32 GiB synthesis alone on the host CPU (SYNTH_KINDS, default porep):
 #            the recording, then witness-only runs, gadget and native paths
 #   steady   32 GiB PoRep C2, N jobs at once (STEADY, default 3)
-#   rest     32 GiB WindowPoSt and SnapDeals, one proof each
+#   rest     32 GiB WindowPoSt and SnapDeals (REST_KINDS), one proof each
 #   latency  WinningPoSt/WindowPoSt latency under a full PoRep/SnapDeals load, 2 KiB
 #   ptx      the kernels JIT-compiled from the fatbin's PTX (CUDA_FORCE_PTX_JIT=1)
 #            against the CPU: what a GPU newer than every machine-code target runs
@@ -103,8 +103,8 @@ for step in "$@"; do
     echo "rc=$?"; tail -8 "$OUT/s32.txt"
     ;;
   rest)
-    stamp "32 GiB WindowPoSt and SnapDeals"
-    KILN_LOG=kiln_pipeline=info timeout $(lim 580) ./bench-filecoin --inputs in32 --kinds window,snap --test-setup /tmp/ts32 --warmup 0 --timed 1 \
+    stamp "32 GiB ${REST_KINDS:-window,snap}"
+    KILN_LOG=kiln_pipeline=info timeout $(lim 580) ./bench-filecoin --inputs in32 --kinds ${REST_KINDS:-window,snap} --test-setup /tmp/ts32 --warmup 0 --timed 1 \
       --memory-budget ${MEMBUDGET:-100GiB} --out "$OUT/r32" > "$OUT/r32.txt" 2> "$OUT/r32.log"
     echo "rc=$?"; tail -8 "$OUT/r32.txt"
     ;;

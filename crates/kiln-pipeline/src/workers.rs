@@ -209,6 +209,51 @@ fn retry_device_fault(shared: &Shared, job: &Arc<Job>, index: usize, held: Held,
     retry_or_fail(shared, job, index, held, true, charged, message);
 }
 
+/// Which watched prover call a partition waited on.
+#[derive(Clone, Copy)]
+enum WatchedCall {
+    Start,
+    Finish,
+}
+
+/// The answer of a watched prover call with the partition's holdings, or
+/// `None` once a call without one is dealt with: an abandoned call's answer
+/// is dropped by its thread, an expired one is a hang charged to the device,
+/// and one whose device was quarantined meanwhile is retried uncharged.
+fn answered<T>(
+    shared: &Shared,
+    job: &Arc<Job>,
+    index: usize,
+    held: Held,
+    worker: usize,
+    waited: Waited<T>,
+    call: WatchedCall,
+) -> Option<(std::thread::Result<Result<T, ProveError>>, Held)> {
+    let device = || shared.health.device_of(worker);
+    match waited {
+        Waited::Done(result) => Some((*result, held)),
+        Waited::Abandoned => None,
+        Waited::Expired(limit) => {
+            let what = match call {
+                WatchedCall::Start => "did not take the partition",
+                WatchedCall::Finish => "gave no answer",
+            };
+            let message = format!("partition {index}: the prover on {} {what} within {:.1} s (prover watchdog)", device(), limit.as_secs_f64());
+            retry_device_fault(shared, job, index, held, worker, FaultKind::Hang, message);
+            None
+        }
+        Waited::DeviceQuarantined => {
+            let when = match call {
+                WatchedCall::Start => "started",
+                WatchedCall::Finish => "ran",
+            };
+            let message = format!("partition {index}: its prover device {} was quarantined while it {when}", device());
+            retry_or_fail(shared, job, index, held, true, false, message);
+            None
+        }
+    }
+}
+
 /// After the prover failed on a partition: queue it again from synthesis
 /// (its buffers are gone) if it may be retried, else fail the job. The
 /// partition's memory is freed first either way. An uncharged retry (its
@@ -431,7 +476,7 @@ fn prove_partitions(shared: &Arc<Shared>, worker: usize, backend: &Arc<dyn Prove
             st.current_kind_label = Some(item.job.kind.clone());
             st.partitions_started += 1;
         }
-        let Synthesized { job, index, assignment, mut held } = item;
+        let Synthesized { job, index, assignment, held } = item;
         let span = held.span.clone();
         let _entered = span.enter();
         let products = if held.products_on_prover { &shared.totals.products_by_prover } else { &shared.totals.products_in_synthesis };
@@ -463,23 +508,7 @@ fn prove_partitions(shared: &Arc<Shared>, worker: usize, backend: &Arc<dyn Prove
             st.current_job_id = None;
             st.current_kind_label = None;
         }
-        let result = match waited {
-            Waited::Done(result) => *result,
-            // Nobody needs the answer; the start's thread drops it.
-            Waited::Abandoned => continue,
-            Waited::Expired(limit) => {
-                let device = shared.health.device_of(worker);
-                let message = format!("partition {index}: the prover on {device} did not take the partition within {:.1} s (prover watchdog)", limit.as_secs_f64());
-                retry_device_fault(shared, &job, index, held, worker, FaultKind::Hang, message);
-                continue;
-            }
-            Waited::DeviceQuarantined => {
-                let device = shared.health.device_of(worker);
-                let message = format!("partition {index}: its prover device {device} was quarantined while it started");
-                retry_or_fail(shared, &job, index, held, true, false, message);
-                continue;
-            }
-        };
+        let Some((result, mut held)) = answered(shared, &job, index, held, worker, waited, WatchedCall::Start) else { continue };
         let pending = match result {
             Ok(Ok(p)) => p,
             Ok(Err(e @ ProveError::Synth(SynthError::Unsatisfied { .. }))) if held.products_on_prover => {
@@ -518,7 +547,7 @@ pub(crate) fn finalizer(shared: Arc<Shared>, takes: Takes, nice: i32) {
         }
     }
     while let Some(item) = shared.final_queue.pop_if(|p| takes.wants(p), |_| {}) {
-        let Proving { job, index, pending, mut held, worker, start_took } = item;
+        let Proving { job, index, pending, held, worker, start_took } = item;
         if job.is_stopped() {
             continue;
         }
@@ -529,23 +558,7 @@ pub(crate) fn finalizer(shared: Arc<Shared>, takes: Takes, nice: i32) {
         let waited = watched("kiln-finish", move || finish(pending), limit, || job.is_stopped() || shared.is_stopping(), || shared.health.is_quarantined(worker));
         let took = t.elapsed();
         job.add_gpu_compute(took);
-        let result = match waited {
-            Waited::Done(result) => *result,
-            // Nobody needs the answer; the waiting thread drops it.
-            Waited::Abandoned => continue,
-            Waited::Expired(limit) => {
-                let device = shared.health.device_of(worker);
-                let message = format!("partition {index}: the prover on {device} gave no answer within {:.1} s (prover watchdog)", limit.as_secs_f64());
-                retry_device_fault(&shared, &job, index, held, worker, FaultKind::Hang, message);
-                continue;
-            }
-            Waited::DeviceQuarantined => {
-                let device = shared.health.device_of(worker);
-                let message = format!("partition {index}: its prover device {device} was quarantined while it ran");
-                retry_or_fail(&shared, &job, index, held, true, false, message);
-                continue;
-            }
-        };
+        let Some((result, mut held)) = answered(&shared, &job, index, held, worker, waited, WatchedCall::Finish) else { continue };
         let proved = match result {
             Ok(Ok(p)) => p,
             Ok(Err(e)) => {

@@ -27,6 +27,12 @@ fn faulty(name: &str, plan: FaultPlan) -> Arc<FaultyBackend> {
     Arc::new(FaultyBackend::new(OnDevice::named(name, SlowBackend::new(Duration::from_millis(2))), plan))
 }
 
+/// A device (watched like a GPU) whose every `start` hangs until released.
+fn hung_starts(name: &str) -> Arc<FaultyBackend> {
+    let inner = Arc::new(AsAccelerator(clean(name)));
+    Arc::new(FaultyBackend::new(inner, FaultPlan::default().start_hang(1.0)))
+}
+
 fn clean(name: &str) -> Arc<dyn ProverBackend> {
     OnDevice::named(name, SlowBackend::new(Duration::from_millis(2)))
 }
@@ -149,8 +155,7 @@ fn a_hang_is_cut_short_by_the_watchdog_and_its_device_quarantined() {
 #[test]
 fn a_start_that_never_returns_is_cut_short_by_the_watchdog() {
     ensure_params(10);
-    let inner = Arc::new(AsAccelerator(OnDevice::named("dev0", SlowBackend::new(Duration::from_millis(2)))));
-    let hangs = Arc::new(FaultyBackend::new(inner, FaultPlan::default().start_hang(1.0)));
+    let hangs = hung_starts("dev0");
     let other = Arc::new(AsAccelerator(clean("dev1")));
     let engine = Engine::start(fault_config(), vec![hangs.clone() as Arc<dyn ProverBackend>, other]).unwrap();
     let jobs = submit_all(&engine, "start-hang", 4, 2);
@@ -172,8 +177,7 @@ fn a_start_that_never_returns_is_cut_short_by_the_watchdog() {
 #[test]
 fn shutdown_is_not_held_by_a_hung_start() {
     ensure_params(10);
-    let inner = Arc::new(AsAccelerator(OnDevice::named("dev0", SlowBackend::new(Duration::from_millis(2)))));
-    let hangs = Arc::new(FaultyBackend::new(inner, FaultPlan::default().start_hang(1.0)));
+    let hangs = hung_starts("dev0");
     let cfg = EngineConfig { prover_watchdog_secs: 600.0, ..fault_config() };
     let engine = Engine::start(cfg, vec![hangs.clone() as Arc<dyn ProverBackend>]).unwrap();
     engine.submit(JobRequest::new("stuck", Priority::Normal, synthetic(10, 1, 7))).unwrap();

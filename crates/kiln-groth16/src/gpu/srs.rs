@@ -27,8 +27,12 @@ use super::products::ResidentMatrices;
 /// that ran out (the caller qualifies it: [`super::gate::DeviceGate::qualify_with`]),
 /// [`ProveError::Backend`] for the rest.
 pub(super) fn gpu_err(e: GpuError) -> ProveError {
-    let sticky = matches!(&e, GpuError::Cuda(d) if is_sticky_cuda(&format!("{:?}", d.0)));
-    let full = matches!(&e, GpuError::Cuda(d) if format!("{:?}", d.0) == "CUDA_ERROR_OUT_OF_MEMORY");
+    let cuda_name = match &e {
+        GpuError::Cuda(d) => Some(format!("{:?}", d.0)),
+        _ => None,
+    };
+    let sticky = cuda_name.as_deref().is_some_and(is_sticky_cuda);
+    let full = cuda_name.as_deref() == Some("CUDA_ERROR_OUT_OF_MEMORY");
     let message = e.to_string();
     if sticky {
         ProveError::DeviceLost { backend: "gpu", message }
