@@ -162,6 +162,7 @@ fn synth_only_run(payloads: &[Payload], timed: usize, args: &Args) -> Result<()>
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     println!("kiln synthesis only, host {cores} cores, rayon threads {}", rayon::current_num_threads());
     let mut all = Vec::new();
+    let mut different = Vec::new();
     for p in payloads {
         let cut;
         let p = match args.challenges {
@@ -176,11 +177,17 @@ fn synth_only_run(payloads: &[Payload], timed: usize, args: &Args) -> Result<()>
         let opts = synth_only::Options { timed, at_once: args.synth_at_once, one_core: !args.no_one_core };
         let t = synth_only::run(&job, &opts)?;
         println!("{}", t.line());
+        if let Some(Err(e)) = t.native.as_ref().map(|n| &n.equal_to_gadget) {
+            different.push(format!("{}: {e}", t.label));
+        }
         all.push(t.json());
     }
     if let Some(d) = &args.out {
         std::fs::create_dir_all(d)?;
         std::fs::write(d.join("synthesis.json"), serde_json::to_string_pretty(&json!({"host_cores": cores, "kinds": all}))?)?;
+    }
+    if !different.is_empty() {
+        return Err(anyhow!("the native witness is not the gadget witness: {}", different.join("; ")));
     }
     Ok(())
 }

@@ -80,6 +80,9 @@ pub struct NativeTimes {
     /// Writing the aux vector once at the single-core write bandwidth.
     pub floor_ms: f64,
     pub write_gb_s: f64,
+    /// Partition 0's native assignment against the gadget path's, bit for
+    /// bit (inputs, aux, a/b/c): `Ok` or where they first differ.
+    pub equal_to_gadget: Result<(), String>,
 }
 
 /// Both paths on one core.
@@ -108,7 +111,8 @@ impl NativeTimes {
         });
         json!({"synth_ms": self.synth_ms, "synth_median_ms": median(&self.synth_ms),
                "witness_ms": self.witness_ms, "witness_median_ms": median(&self.witness_ms),
-               "one_core": one_core, "floor_ms": self.floor_ms, "write_gb_s_1core": self.write_gb_s})
+               "one_core": one_core, "floor_ms": self.floor_ms, "write_gb_s_1core": self.write_gb_s,
+               "equal_to_gadget": self.equal_to_gadget.as_ref().map_or_else(|e| json!(e), |()| json!(true))})
     }
 
     fn line(&self, constraints: usize) -> String {
@@ -129,12 +133,16 @@ impl NativeTimes {
             None => String::new(),
         };
         format!(
-            "  native: synthesis {:.1} ms, witness {:.1} ms (medians of {}, every core){one_core}; floor {:.2} ms (aux written once at {:.1} GB/s)",
+            "  native: synthesis {:.1} ms, witness {:.1} ms (medians of {}, every core){one_core}; floor {:.2} ms (aux written once at {:.1} GB/s); partition 0 against the gadget path: {}",
             median(&self.synth_ms).unwrap_or(f64::NAN),
             median(&self.witness_ms).unwrap_or(f64::NAN),
             self.synth_ms.len(),
             self.floor_ms,
-            self.write_gb_s
+            self.write_gb_s,
+            match &self.equal_to_gadget {
+                Ok(()) => "equal bit for bit (inputs, aux, a/b/c)".to_string(),
+                Err(e) => format!("DIFFERENT: {e}"),
+            }
         )
     }
 }
@@ -235,7 +243,16 @@ pub fn run(job: &Arc<dyn JobSource>, opts: &Options) -> Result<SynthTimes> {
     buffers.into_par_iter().enumerate().map(|(i, b)| once(i, b, false)).collect::<Result<Vec<_>>>()?;
     let all_partitions_ms = ms(t);
     let segmented = cache.stats().segmented_syntheses;
-    let native = if once(0, touched(), true)?.3 { Some(native_times(&once, &touched, timed, shape.num_aux, opts.one_core)?) } else { None };
+    let native = if once(0, touched(), true)?.3 {
+        let mut times = native_times(&once, &touched, timed, shape.num_aux, opts.one_core)?;
+        // One assignment of each path at a time beside the other: two
+        // partitions' buffers, as the all-partitions run held.
+        let gadget = synth(0, touched(), false)?.1;
+        times.equal_to_gadget = same_assignment(&gadget, &synth(0, touched(), true)?.1);
+        Some(times)
+    } else {
+        None
+    };
     Ok(SynthTimes { label, partitions: job.num_partitions(), compile_ms, witness_ms, all_partitions_ms, at_once, segmented, shape, classes, gadget_witness_ms, native })
 }
 
@@ -277,7 +294,28 @@ fn native_times(
         one_core: one_core_times,
         floor_ms: (num_aux * 32) as f64 / (write_gb_s * 1e9) * 1e3,
         write_gb_s,
+        equal_to_gadget: Err("not compared".into()),
     })
+}
+
+/// `native` against `gadget`, bit for bit: the shape, the public inputs,
+/// the aux vector and (where both hold them) a/b/c; or where they first differ.
+fn same_assignment(gadget: &kiln_synth::Assignment, native: &kiln_synth::Assignment) -> Result<(), String> {
+    if gadget.shape() != native.shape() {
+        return Err(format!("shapes differ: gadget {:?}, native {:?}", gadget.shape(), native.shape()));
+    }
+    let first_difference = |name: &str, g: &[blstrs::Scalar], n: &[blstrs::Scalar]| match g.par_iter().zip(n).position_first(|(g, n)| g != n) {
+        Some(i) => Err(format!("{name}[{i}] of {}: gadget {:?}, native {:?}", g.len(), g[i], n[i])),
+        None => Ok(()),
+    };
+    first_difference("input", &gadget.input, &native.input)?;
+    first_difference("aux", gadget.aux(), native.aux())?;
+    if gadget.products_on_host() && native.products_on_host() {
+        first_difference("a", gadget.a(), native.a())?;
+        first_difference("b", gadget.b(), native.b())?;
+        first_difference("c", gadget.c(), native.c())?;
+    }
+    Ok(())
 }
 
 /// This thread's memory write bandwidth (GB/s): the best of five passes
