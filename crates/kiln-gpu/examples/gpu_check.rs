@@ -6,15 +6,22 @@ mod common;
 
 use std::time::Instant;
 
-use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use blstrs::{G1Projective, G2Projective, Scalar};
 use common::*;
 use ff::{BatchInvert, Field};
-use group::{prime::PrimeCurveAffine, Group};
-use kiln_gpu::{GpuDevice, GpuError, GpuStream, NttDirection};
+use group::{prime::PrimeCurveAffine, Curve, Group, UncompressedEncoding};
+use kiln_gpu::{DeviceGroup, GpuDevice, GpuError, GpuStream, NttDirection};
 use rand::Rng;
 use rayon::prelude::*;
 
 struct Table(Vec<(String, bool, String)>);
+
+/// A check that could not run counts as a failure, with its error.
+fn run(t: &mut Table, name: &str, r: Result<(), GpuError>) {
+    if let Err(e) = r {
+        t.row(name.to_string(), false, format!("error: {e}"));
+    }
+}
 impl Table {
     fn row(&mut self, name: String, ok: bool, detail: String) {
         println!("{:<46} {:<4} {}", name, if ok { "PASS" } else { "FAIL" }, detail);
@@ -153,15 +160,31 @@ fn make_bitmap(n: usize, b: Bits) -> Option<Vec<u64>> {
     }
 }
 
+/// A group the checks run over: one of kiln-gpu's device groups, with what
+/// the CPU reference needs of it from blstrs.
+trait CheckGroup: DeviceGroup + Curve<AffineRepr = <Self as DeviceGroup>::Affine> + Group<Scalar = Scalar>
+where
+    <Self as DeviceGroup>::Affine: PrimeCurveAffine<Scalar = Scalar, Curve = Self> + UncompressedEncoding,
+{
+}
+impl CheckGroup for G1Projective {}
+impl CheckGroup for G2Projective {}
+
 #[allow(clippy::too_many_arguments)]
-fn check_msm(dev: &GpuDevice, s: &GpuStream, t: &mut Table, g2: bool, n: usize, mix: Mix, bits: Bits, same_point: bool, infinity: bool) -> Result<(), GpuError> {
-    check_msm_from(dev, s, t, g2, n, mix, bits, same_point, infinity, None)
+fn check_msm<P: CheckGroup>(dev: &GpuDevice, s: &GpuStream, t: &mut Table, n: usize, mix: Mix, bits: Bits, same_point: bool, infinity: bool) -> Result<(), GpuError>
+where
+    P::Affine: PrimeCurveAffine<Scalar = Scalar, Curve = P> + UncompressedEncoding,
+{
+    check_msm_from::<P>(dev, s, t, n, mix, bits, same_point, infinity, None)
 }
 
 /// `streamed`: the points stay on the host in the .params encoding and are
 /// streamed in chunks of that many bytes (no infinity: parameter files hold none).
 #[allow(clippy::too_many_arguments)]
-fn check_msm_from(dev: &GpuDevice, s: &GpuStream, t: &mut Table, g2: bool, n: usize, mix: Mix, bits: Bits, same_point: bool, infinity: bool, streamed: Option<usize>) -> Result<(), GpuError> {
+fn check_msm_from<P: CheckGroup>(dev: &GpuDevice, s: &GpuStream, t: &mut Table, n: usize, mix: Mix, bits: Bits, same_point: bool, infinity: bool, streamed: Option<usize>) -> Result<(), GpuError>
+where
+    P::Affine: PrimeCurveAffine<Scalar = Scalar, Curve = P> + UncompressedEncoding,
+{
     let mut r = rng();
     let mut chain = ChainPoints::new(&mut r);
     if same_point {
@@ -173,7 +196,7 @@ fn check_msm_from(dev: &GpuDevice, s: &GpuStream, t: &mut Table, g2: bool, n: us
     let npoints = terms.len().max(1);
     let inf: Vec<usize> = if infinity { (0..npoints.div_ceil(7)).map(|_| r.gen_range(0..npoints)).collect() } else { vec![] };
     terms.retain(|(_, i)| !inf.contains(i));
-    let label = format!("msm {} n={} {}{}{}{}", if g2 { "G2" } else { "G1" }, n,
+    let label = format!("msm {} n={} {}{}{}{}", P::NAME, n,
         match mix { Mix::Random => "random".into(), Mix::Edge => "edge(0,1,r-1,2)".into(), Mix::Filecoin => "filecoin(0/1)".into(), Mix::Const(k) => format!("all={k}"), Mix::MinusOne => "all=r-1".into() },
         match bits { Bits::None => String::new(), Bits::Random(p) => format!(" bitmap{p}%"), Bits::All => " bitmap-all".into(), Bits::Empty => " bitmap-empty".into() },
         if same_point { " same-point" } else { "" }, if infinity { " +inf" } else { "" });
@@ -181,43 +204,22 @@ fn check_msm_from(dev: &GpuDevice, s: &GpuStream, t: &mut Table, g2: bool, n: us
     let mut streamer = streamed.map(|c| dev.point_streamer(c)).transpose()?;
     let sc = dev.upload_scalars(s, &scalars)?;
     let dlog = chain.dlog(&terms);
-    let (ok, time) = if g2 {
-        let mut pts = chain.g2(npoints);
-        for &i in &inf { pts[i] = G2Affine::identity(); }
-        let t0;
-        let got = if let Some(st) = &mut streamer {
-            let raw: Vec<u8> = pts.iter().flat_map(|p| p.to_uncompressed()).collect();
-            t0 = Instant::now();
-            dev.msm_streamed::<G2Projective>(s, st, &raw, &sc, n, bitmap.as_deref())?.0
-        } else {
-            let dp = dev.upload_points::<G2Projective>(s, &pts)?;
-            s.synchronize()?;
-            t0 = Instant::now();
-            dev.msm(s, &dp, &sc, n, bitmap.as_deref())?
-        };
-        let time = ms(t0);
-        let want = G2Projective::generator() * dlog;
-        let ok = got == want && (n > 64 || got == naive_g2(&pts, &terms));
-        (ok, time)
+    let mut pts = chain.points::<P>(npoints);
+    for &i in &inf { pts[i] = P::Affine::identity(); }
+    let t0;
+    let got = if let Some(st) = &mut streamer {
+        let raw: Vec<u8> = pts.iter().flat_map(|p| p.to_uncompressed().as_ref().to_vec()).collect();
+        t0 = Instant::now();
+        dev.msm_streamed::<P>(s, st, &raw, &sc, n, bitmap.as_deref())?.0
     } else {
-        let mut pts = chain.g1(npoints);
-        for &i in &inf { pts[i] = G1Affine::identity(); }
-        let t0;
-        let got = if let Some(st) = &mut streamer {
-            let raw: Vec<u8> = pts.iter().flat_map(|p| p.to_uncompressed()).collect();
-            t0 = Instant::now();
-            dev.msm_streamed::<G1Projective>(s, st, &raw, &sc, n, bitmap.as_deref())?.0
-        } else {
-            let dp = dev.upload_points::<G1Projective>(s, &pts)?;
-            s.synchronize()?;
-            t0 = Instant::now();
-            dev.msm(s, &dp, &sc, n, bitmap.as_deref())?
-        };
-        let time = ms(t0);
-        let want = G1Projective::generator() * dlog;
-        let ok = got == want && (n > 64 || got == naive_g1(&pts, &terms));
-        (ok, time)
+        let dp = dev.upload_points::<P>(s, &pts)?;
+        s.synchronize()?;
+        t0 = Instant::now();
+        dev.msm(s, &dp, &sc, n, bitmap.as_deref())?
     };
+    let time = ms(t0);
+    let want = P::generator() * dlog;
+    let ok = got == want && (n > 64 || got == naive(&pts, &terms));
     t.row(label, ok, time);
     Ok(())
 }
@@ -245,25 +247,19 @@ where
 
 /// The fixed-base kernel (test setups made on the device) against `s * G`
 /// computed by blstrs: every point up to 2^16 points, 2000 spread ones above.
-fn check_fixed_base(dev: &GpuDevice, s: &GpuStream, t: &mut Table, g2: bool, n: usize, mix: Mix) -> Result<(), GpuError> {
+fn check_fixed_base<P: CheckGroup>(dev: &GpuDevice, s: &GpuStream, t: &mut Table, n: usize, mix: Mix) -> Result<(), GpuError>
+where
+    P::Affine: PrimeCurveAffine<Scalar = Scalar, Curve = P> + UncompressedEncoding,
+{
     let sc = make_scalars(n, mix);
     let idx: Vec<usize> = if n <= 1 << 16 { (0..n).collect() } else { (0..2000).map(|k| (k * 7919 * 1_000_003) % n).chain([0, n - 1]).collect() };
     let t0 = Instant::now();
-    if g2 {
-        let table = window_table(G2Projective::generator());
-        let pts = dev.fixed_base::<G2Projective>(s, &table, &sc)?;
-        let time = t0.elapsed();
-        let got = dev.download_points(s, &pts, &idx)?;
-        let ok = idx.par_iter().zip(got.par_iter()).all(|(&i, p)| *p == G2Affine::from(G2Projective::generator() * sc[i]));
-        t.row(format!("fixed-base g2 n={n} {}", mix_name(mix)), ok, format!("{:.2} ms", time.as_secs_f64() * 1e3));
-    } else {
-        let table = window_table(G1Projective::generator());
-        let pts = dev.fixed_base::<G1Projective>(s, &table, &sc)?;
-        let time = t0.elapsed();
-        let got = dev.download_points(s, &pts, &idx)?;
-        let ok = idx.par_iter().zip(got.par_iter()).all(|(&i, p)| *p == G1Affine::from(G1Projective::generator() * sc[i]));
-        t.row(format!("fixed-base g1 n={n} {}", mix_name(mix)), ok, format!("{:.2} ms", time.as_secs_f64() * 1e3));
-    }
+    let table = window_table(P::generator());
+    let pts = dev.fixed_base::<P>(s, &table, &sc)?;
+    let time = t0.elapsed();
+    let got = dev.download_points(s, &pts, &idx)?;
+    let ok = idx.par_iter().zip(got.par_iter()).all(|(&i, p)| *p == (P::generator() * sc[i]).to_affine());
+    t.row(format!("fixed-base {} n={n} {}", P::NAME.to_lowercase(), mix_name(mix)), ok, format!("{:.2} ms", time.as_secs_f64() * 1e3));
     Ok(())
 }
 
@@ -338,11 +334,6 @@ fn main() {
     println!("device: {:?}", dev.info());
     let s = dev.new_stream().expect("stream");
     let mut t = Table(vec![]);
-    let run = |t: &mut Table, name: &str, r: Result<(), GpuError>| {
-        if let Err(e) = r {
-            t.row(name.to_string(), false, format!("error: {e}"));
-        }
-    };
     // --abc-only: constraint evaluation alone (a/b/c from compiled
     // matrices on the device), with the PoRep-shaped timing unless --quick.
     if std::env::args().any(|a| a == "--abc-only") {
@@ -356,11 +347,13 @@ fn main() {
         if !quick {
             cases.push(((1 << 20) + 7, Mix::Random));
         }
-        for g2 in [false, true] {
-            for &(n, mix) in &cases {
-                let r = check_fixed_base(&dev, &s, &mut t, g2, n, mix);
-                run(&mut t, &format!("fixed-base n={n}"), r);
-            }
+        for &(n, mix) in &cases {
+            let r = check_fixed_base::<G1Projective>(&dev, &s, &mut t, n, mix);
+            run(&mut t, &format!("fixed-base g1 n={n}"), r);
+        }
+        for &(n, mix) in &cases {
+            let r = check_fixed_base::<G2Projective>(&dev, &s, &mut t, n, mix);
+            run(&mut t, &format!("fixed-base g2 n={n}"), r);
         }
     }
     let ntt_sizes: Vec<u32> = if msm_only || setup_only { vec![] } else if quick { vec![1, 2, 3, 10, 11, 13, 18] } else { vec![1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 16, 17, 18, 20, 24, 25] };
@@ -375,60 +368,67 @@ fn main() {
         let r = check_h(&dev, &s, &mut t, n, l);
         run(&mut t, &format!("h n={n}"), r);
     }
-    for g2 in [false, true] {
-        if ntt_only || setup_only {
-            break;
-        }
-        let mut cases: Vec<(usize, Mix, Bits, bool, bool)> = vec![
-            (1, Mix::Random, Bits::None, false, false),
-            (2, Mix::Random, Bits::None, false, false),
-            (3, Mix::Random, Bits::None, false, false),
-            (1, Mix::Const(0), Bits::None, false, false),
-            (1, Mix::Const(1), Bits::None, false, false),
-            (1, Mix::MinusOne, Bits::None, false, false),
-            (37, Mix::Edge, Bits::None, false, true),
-            (64, Mix::Random, Bits::Random(50), false, false),
-            (1000, Mix::Edge, Bits::None, false, false),
-            (1000, Mix::Random, Bits::None, true, false),
-            (4097, Mix::Edge, Bits::Random(30), false, true),
-            (1 << 16, Mix::Const(0), Bits::None, false, false),
-            (1 << 16, Mix::Const(1), Bits::None, false, false),
-            (1 << 16, Mix::MinusOne, Bits::None, false, false),
-            (1 << 16, Mix::Random, Bits::All, false, false),
-            (1 << 16, Mix::Random, Bits::Empty, false, false),
-            ((1 << 16) + 3, Mix::Random, Bits::Random(25), true, false),
-            (100_003, Mix::Filecoin, Bits::Random(75), false, true),
-            ((1 << 18) - 1000, Mix::Filecoin, Bits::None, false, false),
-            (1 << 20, Mix::Random, Bits::None, false, false),
-        ];
-        if !quick {
-            cases.push((1 << 22, Mix::Filecoin, Bits::Random(90), false, false));
-            cases.push((1 << 24, Mix::Random, Bits::None, false, false));
-        }
-        for (n, mix, bits, same, inf) in cases {
-            let r = check_msm(&dev, &s, &mut t, g2, n, mix, bits, same, inf);
-            run(&mut t, &format!("msm n={n}"), r);
-        }
-        // Points streamed from the host (parameters larger than VRAM):
-        // small chunks so most cases take many chunks.
-        let mut streamed: Vec<(usize, Mix, Bits, usize)> = vec![
-            (1, Mix::Random, Bits::None, 64 << 10),
-            (1000, Mix::Edge, Bits::None, 64 << 10),
-            (4097, Mix::Edge, Bits::Random(30), 64 << 10),
-            (1 << 16, Mix::Random, Bits::Empty, 64 << 10),
-            ((1 << 16) + 3, Mix::Random, Bits::Random(25), 256 << 10),
-            (100_003, Mix::Filecoin, Bits::Random(75), 1 << 20),
-            ((1 << 20) + 7, Mix::Random, Bits::None, 16 << 20),
-        ];
-        if !quick {
-            streamed.push((1 << 22, Mix::Filecoin, Bits::Random(90), 64 << 20));
-        }
-        for (n, mix, bits, chunk) in streamed {
-            let r = check_msm_from(&dev, &s, &mut t, g2, n, mix, bits, false, false, Some(chunk));
-            run(&mut t, &format!("msm streamed n={n}"), r);
-        }
+    if !ntt_only && !setup_only {
+        msm_checks::<G1Projective>(&dev, &s, &mut t, quick);
+        msm_checks::<G2Projective>(&dev, &s, &mut t, quick);
     }
     finish(&t);
+}
+
+/// Every MSM case over group `P`: resident points, then points streamed
+/// from the host.
+fn msm_checks<P: CheckGroup>(dev: &GpuDevice, s: &GpuStream, t: &mut Table, quick: bool)
+where
+    P::Affine: PrimeCurveAffine<Scalar = Scalar, Curve = P> + UncompressedEncoding,
+{
+    let mut cases: Vec<(usize, Mix, Bits, bool, bool)> = vec![
+        (1, Mix::Random, Bits::None, false, false),
+        (2, Mix::Random, Bits::None, false, false),
+        (3, Mix::Random, Bits::None, false, false),
+        (1, Mix::Const(0), Bits::None, false, false),
+        (1, Mix::Const(1), Bits::None, false, false),
+        (1, Mix::MinusOne, Bits::None, false, false),
+        (37, Mix::Edge, Bits::None, false, true),
+        (64, Mix::Random, Bits::Random(50), false, false),
+        (1000, Mix::Edge, Bits::None, false, false),
+        (1000, Mix::Random, Bits::None, true, false),
+        (4097, Mix::Edge, Bits::Random(30), false, true),
+        (1 << 16, Mix::Const(0), Bits::None, false, false),
+        (1 << 16, Mix::Const(1), Bits::None, false, false),
+        (1 << 16, Mix::MinusOne, Bits::None, false, false),
+        (1 << 16, Mix::Random, Bits::All, false, false),
+        (1 << 16, Mix::Random, Bits::Empty, false, false),
+        ((1 << 16) + 3, Mix::Random, Bits::Random(25), true, false),
+        (100_003, Mix::Filecoin, Bits::Random(75), false, true),
+        ((1 << 18) - 1000, Mix::Filecoin, Bits::None, false, false),
+        (1 << 20, Mix::Random, Bits::None, false, false),
+    ];
+    if !quick {
+        cases.push((1 << 22, Mix::Filecoin, Bits::Random(90), false, false));
+        cases.push((1 << 24, Mix::Random, Bits::None, false, false));
+    }
+    for (n, mix, bits, same, inf) in cases {
+        let r = check_msm::<P>(dev, s, t, n, mix, bits, same, inf);
+        run(t, &format!("msm {} n={n}", P::NAME), r);
+    }
+    // Points streamed from the host (parameters larger than VRAM):
+    // small chunks so most cases take many chunks.
+    let mut streamed: Vec<(usize, Mix, Bits, usize)> = vec![
+        (1, Mix::Random, Bits::None, 64 << 10),
+        (1000, Mix::Edge, Bits::None, 64 << 10),
+        (4097, Mix::Edge, Bits::Random(30), 64 << 10),
+        (1 << 16, Mix::Random, Bits::Empty, 64 << 10),
+        ((1 << 16) + 3, Mix::Random, Bits::Random(25), 256 << 10),
+        (100_003, Mix::Filecoin, Bits::Random(75), 1 << 20),
+        ((1 << 20) + 7, Mix::Random, Bits::None, 16 << 20),
+    ];
+    if !quick {
+        streamed.push((1 << 22, Mix::Filecoin, Bits::Random(90), 64 << 20));
+    }
+    for (n, mix, bits, chunk) in streamed {
+        let r = check_msm_from::<P>(dev, s, t, n, mix, bits, false, false, Some(chunk));
+        run(t, &format!("msm {} streamed n={n}", P::NAME), r);
+    }
 }
 
 /// The summary line; exits 1 when a check failed.

@@ -123,7 +123,8 @@ impl ChainPoints {
     pub fn new(r: &mut impl Rng) -> Self {
         Self { r0: Scalar::random(&mut *r), d: Scalar::random(&mut *r) }
     }
-    fn gen<P: Group<Scalar = Scalar> + Curve>(&self, n: usize) -> Vec<P::AffineRepr>
+    /// `n` points of group `P`.
+    pub fn points<P: Group<Scalar = Scalar> + Curve>(&self, n: usize) -> Vec<P::AffineRepr>
     where
         P::AffineRepr: Copy + Send + Sync,
     {
@@ -142,10 +143,10 @@ impl ChainPoints {
         out
     }
     pub fn g1(&self, n: usize) -> Vec<G1Affine> {
-        self.gen::<G1Projective>(n)
+        self.points::<G1Projective>(n)
     }
     pub fn g2(&self, n: usize) -> Vec<G2Affine> {
-        self.gen::<G2Projective>(n)
+        self.points::<G2Projective>(n)
     }
     /// sum_i s_i (r0 + idx_i d), the discrete log of the expected MSM.
     pub fn dlog(&self, terms: &[(Scalar, usize)]) -> Scalar {
@@ -154,11 +155,8 @@ impl ChainPoints {
 }
 
 /// Direct reference for small MSMs.
-pub fn naive_g1(points: &[G1Affine], terms: &[(Scalar, usize)]) -> G1Projective {
-    terms.iter().fold(G1Projective::identity(), |acc, (s, i)| acc + points[*i].to_curve() * s)
-}
-pub fn naive_g2(points: &[G2Affine], terms: &[(Scalar, usize)]) -> G2Projective {
-    terms.iter().fold(G2Projective::identity(), |acc, (s, i)| acc + points[*i].to_curve() * s)
+pub fn naive<A: PrimeCurveAffine<Scalar = Scalar>>(points: &[A], terms: &[(Scalar, usize)]) -> A::Curve {
+    terms.iter().fold(A::Curve::identity(), |acc, (s, i)| acc + points[*i].to_curve() * s)
 }
 
 /// (scalar, point index) pairs that take part, under an optional bitmap.
