@@ -7,3 +7,5 @@
 #include "points.cuh"
 #include "setup.cuh"
 #include "r1cs.cuh"
+// Last: the Pasta constants then sit after every BLS12-381 one.
+#include "pasta_kernels.cuh"

@@ -45,25 +45,28 @@ __device__ __forceinline__ bool select_point(const Selection& sel, uint32_t i, u
     return true;
 }
 
-// Class of scalar i and its plain-integer limbs (zero-padded to 10 limbs so
-// every window can read two limbs).
-__device__ __forceinline__ uint32_t classify(const Fr* scalars, const Selection& sel, uint32_t i,
-                                             uint32_t& pidx, uint32_t s[10]) {
+// Class of scalar i and its plain-integer limbs (zero-padded by 2 limbs so
+// every window can read two limbs). S is the scalar field (Fr, or a Pasta
+// field: all have 8 limbs and leave the top bit free, so a signed window's
+// carry never runs past the padding).
+template <class S>
+__device__ __forceinline__ uint32_t classify(const S* scalars, const Selection& sel, uint32_t i,
+                                             uint32_t& pidx, uint32_t s[S::N + 2]) {
     if (!select_point(sel, i, pidx)) return 0;
-    Fr v = scalars[i].from_mont();
+    S v = scalars[i].from_mont();
 #pragma unroll
-    for (int j = 0; j < 8; j++) s[j] = v.v[j];
-    s[8] = 0; s[9] = 0;
+    for (int j = 0; j < S::N; j++) s[j] = v.v[j];
+    s[S::N] = 0; s[S::N + 1] = 0;
     uint32_t hi = 0;
 #pragma unroll
-    for (int j = 1; j < 8; j++) hi |= s[j];
+    for (int j = 1; j < S::N; j++) hi |= s[j];
     if (hi == 0 && s[0] == 0) return 0;
     if (hi == 0 && s[0] == 1) return 1;
     return 2;
 }
 
 // Signed digit of window w; carry in/out. Returns magnitude (0..2^(c-1)).
-__device__ __forceinline__ uint32_t window_digit(const uint32_t s[10], uint32_t w, uint32_t c,
+__device__ __forceinline__ uint32_t window_digit(const uint32_t* s, uint32_t w, uint32_t c,
                                                  uint32_t& carry, bool& neg) {
     uint32_t off = w * c, limb = off >> 5, sh = off & 31;
     uint64_t two = ((uint64_t)s[limb + 1] << 32) | s[limb];
@@ -78,13 +81,14 @@ __device__ __forceinline__ uint32_t window_digit(const uint32_t s[10], uint32_t 
 
 // totals[0] += general scalars, totals[1] += ones; ones[] gets the point
 // index of every one (in no particular order: the sum does not care).
-extern "C" __global__ void kiln_msm_classify(const Fr* scalars, Selection sel, uint32_t n, uint8_t* cls,
+template <class S>
+__device__ __forceinline__ void msm_classify(const S* scalars, Selection sel, uint32_t n, uint8_t* cls,
                                              uint32_t* totals, uint32_t* ones) {
     uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     uint32_t k = 0, pidx = 0;
     if (i < n) {  // no early return: the whole warp takes part in the ballots
-        uint32_t s[10];
-        k = classify(scalars, sel, i, pidx, s);
+        uint32_t s[S::N + 2];
+        k = classify<S>(scalars, sel, i, pidx, s);
         cls[i] = (uint8_t)k;
     }
     // One atomic per warp and class, not one per scalar.
@@ -101,19 +105,21 @@ extern "C" __global__ void kiln_msm_classify(const Fr* scalars, Selection sel, u
 }
 
 // Plain-integer limbs of scalar i, zero-padded as in classify.
-__device__ __forceinline__ void plain(const Fr* scalars, uint32_t i, uint32_t s[10]) {
-    Fr v = scalars[i].from_mont();
+template <class S>
+__device__ __forceinline__ void plain(const S* scalars, uint32_t i, uint32_t s[S::N + 2]) {
+    S v = scalars[i].from_mont();
 #pragma unroll
-    for (int j = 0; j < 8; j++) s[j] = v.v[j];
-    s[8] = 0; s[9] = 0;
+    for (int j = 0; j < S::N; j++) s[j] = v.v[j];
+    s[S::N] = 0; s[S::N + 1] = 0;
 }
 
-extern "C" __global__ void kiln_msm_count(const Fr* scalars, const uint8_t* cls, uint32_t n, uint32_t c,
+template <class S>
+__device__ __forceinline__ void msm_count(const S* scalars, const uint8_t* cls, uint32_t n, uint32_t c,
                                           uint32_t windows, uint32_t* counts) {
     uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n || cls[i] != 2) return;
-    uint32_t s[10];
-    plain(scalars, i, s);
+    uint32_t s[S::N + 2];
+    plain<S>(scalars, i, s);
     const uint32_t B = 1u << (c - 1);
     uint32_t carry = 0;
     for (uint32_t w = 0; w < windows; w++) {
@@ -157,15 +163,16 @@ extern "C" __global__ void kiln_msm_scan(const uint32_t* counts, uint32_t* offse
 #ifndef KILN_MSM_SCATTER_BATCH
 #define KILN_MSM_SCATTER_BATCH 8
 #endif
-extern "C" __global__ void kiln_msm_scatter(const Fr* scalars, Selection sel, const uint8_t* cls, uint32_t n,
+template <class S>
+__device__ __forceinline__ void msm_scatter(const S* scalars, Selection sel, const uint8_t* cls, uint32_t n,
                                             uint32_t c, uint32_t windows, uint32_t stride, uint32_t* cursor,
                                             uint32_t* sorted) {
     constexpr uint32_t BATCH = KILN_MSM_SCATTER_BATCH;
     uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n || cls[i] != 2) return;
-    uint32_t s[10], pidx;
+    uint32_t s[S::N + 2], pidx;
     select_point(sel, i, pidx);
-    plain(scalars, i, s);
+    plain<S>(scalars, i, s);
     const uint32_t B = 1u << (c - 1);
     uint32_t carry = 0;
     for (uint32_t w0 = 0; w0 < windows; w0 += BATCH) {
@@ -188,6 +195,25 @@ extern "C" __global__ void kiln_msm_scatter(const Fr* scalars, Selection sel, co
             if (pos[j] != ~0u) sorted[(size_t)(w0 + j) * stride + pos[j]] = val[j];
     }
 }
+
+// The scalar-side kernels of one scalar field, named kiln_msm_<pass><SUFFIX>
+// (Fr's with an empty suffix: the names kiln has always loaded).
+#define KILN_MSM_SCALARS(SUFFIX, S)                                                                          \
+    extern "C" __global__ void kiln_msm_classify##SUFFIX(const S* scalars, Selection sel, uint32_t n,         \
+                                                        uint8_t* cls, uint32_t* totals, uint32_t* ones) {     \
+        msm_classify<S>(scalars, sel, n, cls, totals, ones);                                                 \
+    }                                                                                                       \
+    extern "C" __global__ void kiln_msm_count##SUFFIX(const S* scalars, const uint8_t* cls, uint32_t n,      \
+                                                     uint32_t c, uint32_t windows, uint32_t* counts) {       \
+        msm_count<S>(scalars, cls, n, c, windows, counts);                                                   \
+    }                                                                                                       \
+    extern "C" __global__ void kiln_msm_scatter##SUFFIX(const S* scalars, Selection sel, const uint8_t* cls, \
+                                                       uint32_t n, uint32_t c, uint32_t windows,             \
+                                                       uint32_t stride, uint32_t* cursor, uint32_t* sorted) { \
+        msm_scatter<S>(scalars, sel, cls, n, c, windows, stride, cursor, sorted);                            \
+    }
+
+KILN_MSM_SCALARS(, Fr)
 
 // Bucket accumulation, balanced: window w's sorted entries are cut into
 // chunks of K; a thread adds up one chunk. A bucket that lies inside one

@@ -1,4 +1,6 @@
-// Fr NTT kernels.
+// NTT kernels, templated on the field: Fr's (the names kiln has always
+// loaded) and, in pasta.cuh, the Pasta scalar fields'. Nothing here depends
+// on the modulus: roots, twiddle powers and scalings come from the host.
 //
 // A transform of n = 2^log_n elements runs as a few passes; each pass loads a
 // tile of 2^(k+t) elements into shared memory, runs k radix-2 stages on it
@@ -23,28 +25,31 @@
 
 #define KILN_NTT_TILE_LOG 10
 
-struct Scale {
-    const Fr* hi;   // null: no scaling
-    const Fr* lo;
+template <class F>
+struct ScaleOf {
+    const F* hi;    // null: no scaling
+    const F* lo;
     uint32_t bits;
     uint32_t rev;   // index by bitrev(i) instead of i
 };
+using Scale = ScaleOf<Fr>;
 
 __device__ __forceinline__ uint32_t bitrev(uint32_t i, uint32_t log_n) {
     return log_n == 0 ? 0 : (__brev(i) >> (32 - log_n));
 }
 
-__device__ __forceinline__ Fr apply_scale(const Fr& x, const Scale& s, uint32_t i, uint32_t log_n) {
+template <class F>
+__device__ __forceinline__ F apply_scale(const F& x, const ScaleOf<F>& s, uint32_t i, uint32_t log_n) {
     uint32_t e = s.rev ? bitrev(i, log_n) : i;
-    Fr f = s.hi[e >> s.bits] * s.lo[e & ((1u << s.bits) - 1)];
+    F f = s.hi[e >> s.bits] * s.lo[e & ((1u << s.bits) - 1)];
     return x * f;
 }
 
-template <bool DIT>
-__device__ __forceinline__ void ntt_pass(Fr* __restrict__ data, const Fr* __restrict__ tw,
+template <class F, bool DIT>
+__device__ __forceinline__ void ntt_pass(F* __restrict__ data, const F* __restrict__ tw,
                                          uint32_t log_n, uint32_t lo, uint32_t k, uint32_t t,
-                                         Scale pre, Scale post) {
-    __shared__ Fr tile[1 << KILN_NTT_TILE_LOG];
+                                         ScaleOf<F> pre, ScaleOf<F> post) {
+    __shared__ F tile[1 << KILN_NTT_TILE_LOG];
     const uint32_t E = 1u << (k + t);
     const uint32_t b = blockIdx.x;
     // Block bits fill global bits [t, lo) then [lo+k, log_n).
@@ -55,7 +60,7 @@ __device__ __forceinline__ void ntt_pass(Fr* __restrict__ data, const Fr* __rest
 
     for (uint32_t e = threadIdx.x; e < E; e += blockDim.x) {
         uint32_t g = gidx(e);
-        Fr x = data[g];
+        F x = data[g];
         if (pre.hi) x = apply_scale(x, pre, g, log_n);
         tile[e] = x;
     }
@@ -70,8 +75,8 @@ __device__ __forceinline__ void ntt_pass(Fr* __restrict__ data, const Fr* __rest
             uint32_t i0 = ((bf & ~lmask) << 1) | (bf & lmask);
             uint32_t i1 = i0 | (1u << lb);
             uint32_t j = gidx(i0) & ((1u << p) - 1);
-            Fr w = tw[(size_t)j << (log_n - 1 - p)];
-            Fr x = tile[i0], y = tile[i1];
+            F w = tw[(size_t)j << (log_n - 1 - p)];
+            F x = tile[i0], y = tile[i1];
             if (DIT) {
                 y = y * w;
                 tile[i0] = x + y;
@@ -86,33 +91,42 @@ __device__ __forceinline__ void ntt_pass(Fr* __restrict__ data, const Fr* __rest
 
     for (uint32_t e = threadIdx.x; e < E; e += blockDim.x) {
         uint32_t g = gidx(e);
-        Fr x = tile[e];
+        F x = tile[e];
         if (post.hi) x = apply_scale(x, post, g, log_n);
         data[g] = x;
     }
 }
 
-extern "C" __global__ void kiln_ntt_dif(Fr* data, const Fr* tw, uint32_t log_n, uint32_t lo, uint32_t k,
-                                        uint32_t t, Scale pre, Scale post) {
-    ntt_pass<false>(data, tw, log_n, lo, k, t, pre, post);
-}
-
-extern "C" __global__ void kiln_ntt_dit(Fr* data, const Fr* tw, uint32_t log_n, uint32_t lo, uint32_t k,
-                                        uint32_t t, Scale pre, Scale post) {
-    ntt_pass<true>(data, tw, log_n, lo, k, t, pre, post);
-}
-
 // tw[j] = w^j for j < count, from pows[b] = w^(2^b).
-extern "C" __global__ void kiln_ntt_twiddles(Fr* tw, const Fr* pows, uint32_t count) {
+template <class F>
+__device__ __forceinline__ void ntt_twiddles(F* tw, const F* pows, uint32_t count) {
     uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= count) return;
-    Fr acc = Fr::one();
+    F acc = F::one();
     for (uint32_t bit = 0; (j >> bit) != 0; bit++)
         if ((j >> bit) & 1) acc = acc * pows[bit];
     tw[j] = acc;
 }
 
+// The transform kernels of one field, named kiln_ntt_<kind><SUFFIX> (Fr's
+// with an empty suffix).
+#define KILN_NTT_FIELD(SUFFIX, F)                                                                            \
+    extern "C" __global__ void kiln_ntt_dif##SUFFIX(F* data, const F* tw, uint32_t log_n, uint32_t lo,        \
+                                                   uint32_t k, uint32_t t, ScaleOf<F> pre, ScaleOf<F> post) { \
+        ntt_pass<F, false>(data, tw, log_n, lo, k, t, pre, post);                                            \
+    }                                                                                                       \
+    extern "C" __global__ void kiln_ntt_dit##SUFFIX(F* data, const F* tw, uint32_t log_n, uint32_t lo,        \
+                                                   uint32_t k, uint32_t t, ScaleOf<F> pre, ScaleOf<F> post) { \
+        ntt_pass<F, true>(data, tw, log_n, lo, k, t, pre, post);                                             \
+    }                                                                                                       \
+    extern "C" __global__ void kiln_ntt_twiddles##SUFFIX(F* tw, const F* pows, uint32_t count) {             \
+        ntt_twiddles<F>(tw, pows, count);                                                                    \
+    }
+
+KILN_NTT_FIELD(, Fr)
+
 // In-place bit-reversal permutation: each pair is swapped by its lower index.
+// It only moves 32-byte elements, so it serves every 8-limb field.
 extern "C" __global__ void kiln_bitrev(Fr* data, uint32_t log_n) {
     uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (1u << log_n)) return;
