@@ -32,7 +32,8 @@ pub struct GpuDevice {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) k: Kernels,
     pub(crate) info: DeviceInfo,
-    pub(crate) ntt_tables: Mutex<HashMap<u32, Arc<NttTables>>>,
+    /// Per (field id, log_n): see ntt.rs.
+    pub(crate) ntt_tables: Mutex<HashMap<(u8, u32), Arc<NttTables>>>,
 }
 
 impl GpuDevice {

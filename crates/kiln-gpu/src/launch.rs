@@ -86,6 +86,13 @@ kernels!(
     points_from_raw_g1, points_from_raw_g2,
     fixed_base_g1, fixed_base_g2,
     r1cs_products_u8, r1cs_products_u16, r1cs_products_u32,
+    // Pasta (cuda/pasta_kernels.cuh): scalar sides and NTTs per field, points per curve.
+    msm_classify_pasta_fp, msm_count_pasta_fp, msm_scatter_pasta_fp,
+    msm_classify_pasta_fq, msm_count_pasta_fq, msm_scatter_pasta_fq,
+    msm_bucket_acc_pallas, msm_bucket_fix_pallas, msm_bucket_reduce_pallas, msm_sum_pallas, msm_ones_pallas,
+    msm_bucket_acc_vesta, msm_bucket_fix_vesta, msm_bucket_reduce_vesta, msm_sum_vesta, msm_ones_vesta,
+    ntt_dif_pasta_fp, ntt_dit_pasta_fp, ntt_twiddles_pasta_fp,
+    ntt_dif_pasta_fq, ntt_dit_pasta_fq, ntt_twiddles_pasta_fq,
 );
 
 /// One kernel argument. Device buffers are passed as raw addresses (u64),

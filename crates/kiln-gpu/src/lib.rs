@@ -1,4 +1,8 @@
-//! kiln-gpu: BLS12-381 NTT and MSM on CUDA GPUs, for kiln's Groth16 GPU backend.
+//! kiln-gpu: NTT and MSM on CUDA GPUs, for kiln's Groth16 GPU backend
+//! (BLS12-381), and over the Pasta curves (Pallas, Vesta) from the same
+//! kernel templates: [`DeviceGroup`] and [`DeviceField`] name what each
+//! generic entry point works in. The `.params` paths (streamed MSMs,
+//! fixed-base setup, [`ParamsGroup`]) and the H pipeline are BLS12-381 only.
 //!
 //! Kernels live in this crate's `cuda/` (CUDA C++, templated on field and curve) and are
 //! built by `cargo xtask kernels` into a fatbin (machine code for sm_80 to
@@ -33,6 +37,7 @@ mod buffers;
 mod curve;
 mod device;
 mod error;
+mod field;
 pub mod host;
 mod launch;
 mod msm;
@@ -44,10 +49,11 @@ mod setup;
 mod stream;
 mod stream_check;
 
-pub use buffers::{DeviceG1, DeviceG2, DevicePoints, DeviceScalars};
-pub use curve::DeviceGroup;
+pub use buffers::{DeviceG1, DeviceG2, DevicePallas, DevicePoints, DeviceScalars, DeviceVesta};
+pub use curve::{DeviceGroup, ParamsGroup};
 pub use device::{DeviceInfo, DeviceSpan, GpuDevice, GpuStream};
 pub use error::GpuError;
+pub use field::{root_of_unity_of, DeviceField};
 pub use msm::MsmTiming;
 pub use ntt::NttDirection;
 pub use probe::{cuda_driver_load_error, probe, GpuProbe};

@@ -1,14 +1,16 @@
-//! MSM in any [`DeviceGroup`] (G1, G2; kernels in cuda/msm.cuh); the host picks the window,
-//! ranks the density bitmap, and combines the window sums with blstrs.
+//! MSM in any [`DeviceGroup`] (G1, G2, Pallas, Vesta; kernels in cuda/msm.cuh); the host
+//! picks the window, ranks the density bitmap, and combines the window sums
+//! with blstrs or pasta_curves.
 use blst::{blst_fp, blst_fp2, blst_p1, blst_p2};
 use std::time::{Duration, Instant};
 
 use blstrs::{G1Projective, G2Projective};
 use group::Group;
 
-use crate::buffers::{DevicePoints, DeviceScalars};
+use crate::buffers::{from_words, DevicePoints, DeviceScalars, Limbs};
 use crate::curve::sealed::GroupKernels;
 use crate::curve::DeviceGroup;
+use crate::field::sealed::{FieldKernels, ScalarKernels};
 use crate::device::{DeviceSpan, GpuDevice, GpuStream};
 use crate::error::GpuError;
 use crate::host::{bitmap_prefix, msm_acc_chunk, msm_reduce_run, msm_window_bits, msm_window_override, msm_windows};
@@ -24,12 +26,12 @@ impl GpuDevice {
     /// `G`. Without a bitmap every scalar takes part with point i; with one,
     /// scalar i takes part iff bit i is set, with point rank(i) (the number
     /// of set bits below i), as Groth16's A/B queries store only dense points.
-    pub fn msm<G: DeviceGroup>(&self, s: &GpuStream, points: &DevicePoints<G>, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<G, GpuError> {
+    pub fn msm<G: DeviceGroup>(&self, s: &GpuStream, points: &DevicePoints<G>, scalars: &DeviceScalars<G::Scalar>, n: usize, bitmap: Option<&[u64]>) -> Result<G, GpuError> {
         Ok(self.msm_timed(s, points, scalars, n, bitmap)?.0)
     }
 
     /// [`GpuDevice::msm`], also saying where its time went.
-    pub fn msm_timed<G: DeviceGroup>(&self, s: &GpuStream, points: &DevicePoints<G>, scalars: &DeviceScalars, n: usize, bitmap: Option<&[u64]>) -> Result<(G, MsmTiming), GpuError> {
+    pub fn msm_timed<G: DeviceGroup>(&self, s: &GpuStream, points: &DevicePoints<G>, scalars: &DeviceScalars<G::Scalar>, n: usize, bitmap: Option<&[u64]>) -> Result<(G, MsmTiming), GpuError> {
         let t0 = Instant::now();
         let (sum, device) = self.msm_range::<G>(s, points.ptr(s), points.len(), scalars, 0, n, bitmap)?;
         Ok((sum, MsmTiming::new(device, t0.elapsed())))
@@ -44,13 +46,15 @@ impl GpuDevice {
         s: &GpuStream,
         points: u64,
         npoints: usize,
-        scalars: &DeviceScalars,
+        scalars: &DeviceScalars<G::Scalar>,
         first: usize,
         n: usize,
         bitmap: Option<&[u64]>,
     ) -> Result<(G, Duration), GpuError> {
         let cv = G::kernels(&self.k);
-        let (windows, c, ones, device) = self.msm_windows(s, &cv, points, npoints, scalars, first, n, bitmap)?;
+        let sk = G::Scalar::scalar_kernels(&self.k);
+        let (len, sp) = (scalars.len(), scalars.ptr(s));
+        let (windows, c, ones, device) = self.msm_windows(s, &sk, &cv, points, npoints, (sp, len), first, n, bitmap)?;
         Ok((combine(&windows, c, &ones, cv.xyzz_words, G::from_xyzz), device))
     }
 
@@ -62,12 +66,13 @@ impl GpuDevice {
         msm_window_override().unwrap_or_else(|| msm_window_bits(n, self.info.sm_count, Tuning::for_size(n).acc_chunk))
     }
 
-    /// Runs the kernels; returns (window sums as XYZZ words, c, sum of the
-    /// points whose scalar is one, device time from CUDA events).
+    /// Runs the kernels on `scalars` = (device address, length in 32-byte
+    /// elements); returns (window sums as XYZZ words, c, sum of the points
+    /// whose scalar is one, device time from CUDA events).
     #[allow(clippy::too_many_arguments)]
-    fn msm_windows(&self, s: &GpuStream, cv: &GroupKernels, points: u64, npoints: usize, scalars: &DeviceScalars, first: usize, n: usize, bitmap: Option<&[u64]>) -> Result<(Vec<u64>, u32, Vec<u64>, Duration), GpuError> {
-        if first.checked_add(n).is_none_or(|end| end > scalars.len()) || n >= 1 << 31 {
-            return Err(GpuError::InvalidArgument(format!("scalars {first}..+{n} from a buffer of {}", scalars.len())));
+    fn msm_windows(&self, s: &GpuStream, sk: &ScalarKernels, cv: &GroupKernels, points: u64, npoints: usize, scalars: (u64, usize), first: usize, n: usize, bitmap: Option<&[u64]>) -> Result<(Vec<u64>, u32, Vec<u64>, Duration), GpuError> {
+        if first.checked_add(n).is_none_or(|end| end > scalars.1) || n >= 1 << 31 {
+            return Err(GpuError::InvalidArgument(format!("scalars {first}..+{n} from a buffer of {}", scalars.1)));
         }
         let (sel_bufs, needed) = match bitmap {
             Some(bm) => {
@@ -94,7 +99,8 @@ impl GpuDevice {
         };
         let mut prof = Profile::new(s);
         let xw = cv.xyzz_words;
-        let sp = scalars.ptr(s) + first as u64 * 32;
+        // Every device field has 32-byte elements.
+        let sp = scalars.0 + first as u64 * 32;
         let n32 = n as u32;
         // Classes first: the window is sized for the general scalars alone.
         let totals = s.alloc_zeros::<u32>(2)?;
@@ -103,11 +109,11 @@ impl GpuDevice {
         // SAFETY: kiln_msm_classify(scalars, sel, n, cls, totals, ones):
         // scalars hold first + n values (checked above), cls and ones n
         // entries, totals 2; everything lives until the copy below syncs.
-        unsafe { launch(s, &self.k.msm_classify, blocks(n, 256), 256, &[Arg::U64(sp), Arg::Sel(sel), Arg::U32(n32), Arg::U64(raw(&cls, s)), Arg::U64(raw(&totals, s)), Arg::U64(raw(&ones_list, s))])? };
+        unsafe { launch(s, sk.classify, blocks(n, 256), 256, &[Arg::U64(sp), Arg::Sel(sel), Arg::U32(n32), Arg::U64(raw(&cls, s)), Arg::U64(raw(&totals, s)), Arg::U64(raw(&ones_list, s))])? };
         let counted = s.clone_dtoh(&totals)?;
         let (general, ones_count) = (counted[0] as usize, counted[1] as usize);
         prof.mark("classify");
-        let (windows, c) = if general > 0 { self.msm_buckets(s, cv, &mut prof, points, sp, sel, &cls, n, general)? } else { (Vec::new(), 1) };
+        let (windows, c) = if general > 0 { self.msm_buckets(s, sk, cv, &mut prof, points, sp, sel, &cls, n, general)? } else { (Vec::new(), 1) };
         let ones = if ones_count > 0 { self.msm_ones(s, cv, points, &ones_list, ones_count)? } else { vec![0; xw] };
         prof.mark("ones");
         let device = span.end()?;
@@ -119,7 +125,7 @@ impl GpuDevice {
     /// Pippenger over the `general` scalars of class 2 (`cls`): returns the
     /// window sums (XYZZ words, synchronized) and the window bits.
     #[allow(clippy::too_many_arguments)]
-    fn msm_buckets(&self, s: &GpuStream, cv: &GroupKernels, prof: &mut Profile, points: u64, sp: u64, sel: Selection, cls: &cudarc::driver::CudaSlice<u8>, n: usize, general: usize) -> Result<(Vec<u64>, u32), GpuError> {
+    fn msm_buckets(&self, s: &GpuStream, sk: &ScalarKernels, cv: &GroupKernels, prof: &mut Profile, points: u64, sp: u64, sel: Selection, cls: &cudarc::driver::CudaSlice<u8>, n: usize, general: usize) -> Result<(Vec<u64>, u32), GpuError> {
         let tune = Tuning::for_size(general);
         let c = self.msm_window(general);
         let w = msm_windows(c) as usize;
@@ -147,11 +153,11 @@ impl GpuDevice {
         // XYZZ; points hold every rank used (checked by the caller); all
         // buffers live until the synchronize at the end.
         unsafe {
-            launch(s, &self.k.msm_count, blocks(n, 256), 256, &[Arg::U64(sp), Arg::U64(pcls), Arg::U32(n32), Arg::U32(c32), Arg::U32(w32), Arg::U64(pc)])?;
+            launch(s, sk.count, blocks(n, 256), 256, &[Arg::U64(sp), Arg::U64(pcls), Arg::U32(n32), Arg::U32(c32), Arg::U32(w32), Arg::U64(pc)])?;
             prof.mark("count");
             launch(s, &self.k.msm_scan, w32, 1024, &[Arg::U64(pc), Arg::U64(po), Arg::U64(pcur), Arg::U32(nb as u32)])?;
             prof.mark("scan");
-            launch(s, &self.k.msm_scatter, blocks(n, 256), 256, &[Arg::U64(sp), Arg::Sel(sel), Arg::U64(pcls), Arg::U32(n32), Arg::U32(c32), Arg::U32(w32), Arg::U32(g32), Arg::U64(pcur), Arg::U64(psorted)])?;
+            launch(s, sk.scatter, blocks(n, 256), 256, &[Arg::U64(sp), Arg::Sel(sel), Arg::U64(pcls), Arg::U32(n32), Arg::U32(c32), Arg::U32(w32), Arg::U32(g32), Arg::U64(pcur), Arg::U64(psorted)])?;
             prof.mark("scatter");
             launch(s, cv.acc, blocks(chunks, ACC_BLOCK), ACC_BLOCK, &[Arg::U64(points), Arg::U64(psorted), Arg::U64(po), Arg::U64(pc), Arg::U32(g32), Arg::U32(c32), Arg::U32(w32), Arg::U32(k32), Arg::U64(pb), Arg::U64(pfirst), Arg::U64(plast)])?;
             prof.mark("acc");
@@ -333,6 +339,24 @@ pub(crate) fn g2_from_xyzz(p: &[u64]) -> G2Projective {
     out.z = zzz;
     // SAFETY: G2Projective is repr(transparent) over blst_p2 (sizes asserted).
     unsafe { std::mem::transmute::<blst_p2, G2Projective>(out) }
+}
+
+/// XYZZ words of a Pasta curve (4 coordinates of 4 Montgomery u64 limbs)
+/// -> its Jacobian point (X ZZ^2, Y ZZZ^2, ZZZ), as for G1 above; ZZ = 0 is
+/// infinity.
+pub(crate) fn pasta_from_xyzz<C: pasta_curves::arithmetic::CurveExt>(p: &[u64]) -> C
+where
+    C::Base: Limbs + Default + Clone,
+{
+    use ff::Field as _;
+    let f: Vec<C::Base> = from_words(&p[..16]);
+    let (x, y, zz, zzz) = (f[0], f[1], f[2], f[3]);
+    if bool::from(zz.is_zero()) {
+        return C::identity();
+    }
+    // A window sum of points on the curve is on the curve: new_jacobian's
+    // check only fails on a broken kernel, which the caller's checks catch.
+    C::new_jacobian(x * zz.square(), y * zzz.square(), zzz).expect("an XYZZ point from the device is on the curve")
 }
 
 /// Stage timings of one MSM, printed to stderr when KILN_PROFILE is set.

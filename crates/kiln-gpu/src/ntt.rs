@@ -1,11 +1,14 @@
-//! Fr NTTs and the Groth16 H pipeline (see cuda/ntt.cuh for the kernels).
+//! NTTs over any [`DeviceField`] (BLS12-381's Fr, the Pasta scalar fields)
+//! and the Groth16 H pipeline, BLS12-381 only (see cuda/ntt.cuh for the kernels).
 use std::sync::Arc;
 
 use blstrs::Scalar;
 use cudarc::driver::CudaSlice;
 use ff::{Field, PrimeField};
 
-use crate::buffers::DeviceScalars;
+use crate::buffers::{as_words, DeviceScalars};
+use crate::field::sealed::{FieldKernels, NttKernels};
+use crate::field::{root_of_unity_of, DeviceField};
 use crate::device::{GpuDevice, GpuStream};
 use crate::error::GpuError;
 use crate::host::{plan_passes, NttPass};
@@ -22,15 +25,6 @@ pub enum NttDirection {
 /// Coset generator: Fr's multiplicative generator 7, as bellperson uses.
 pub fn coset_generator() -> Scalar {
     Scalar::MULTIPLICATIVE_GENERATOR
-}
-
-/// Primitive 2^log_n-th root of unity, the one bellperson's domain uses.
-pub fn root_of_unity(log_n: u32) -> Scalar {
-    let mut w = Scalar::ROOT_OF_UNITY;
-    for _ in log_n..Scalar::S {
-        w = w.square();
-    }
-    w
 }
 
 /// Two-level table of c * g^e: hi[a] = c g^(a 2^bits), lo[b] = g^b.
@@ -50,56 +44,56 @@ pub(crate) struct NttTables {
     h_first: ScaleTable,     // g^e / n (iNTT then shift onto the coset)
 }
 
-fn words(v: &[Scalar]) -> Vec<u64> {
-    v.iter().flat_map(|s| {
-        // Montgomery limbs, as on the device.
-        // SAFETY: Scalar is repr(transparent) over [u64; 4] (see buffers.rs).
-        unsafe { std::mem::transmute::<Scalar, [u64; 4]>(*s) }
-    }).collect()
+/// Montgomery limbs, as on the device.
+fn words<F: DeviceField>(v: &[F]) -> Vec<u64> {
+    as_words(v).to_vec()
 }
 
 impl GpuDevice {
-    fn scale_table(&self, s: &GpuStream, log_n: u32, c: Scalar, g: Scalar) -> Result<ScaleTable, GpuError> {
+    fn scale_table<F: DeviceField>(&self, s: &GpuStream, log_n: u32, c: F, g: F) -> Result<ScaleTable, GpuError> {
         let bits = log_n.div_ceil(2);
-        let lo: Vec<Scalar> = std::iter::successors(Some(Scalar::ONE), |x| Some(*x * g)).take(1 << bits).collect();
+        let lo: Vec<F> = std::iter::successors(Some(F::ONE), |x| Some(*x * g)).take(1 << bits).collect();
         let step = lo[(1 << bits) - 1] * g; // g^(2^bits)
-        let hi: Vec<Scalar> =
+        let hi: Vec<F> =
             std::iter::successors(Some(c), |x| Some(*x * step)).take(1 << (log_n - bits)).collect();
         Ok(ScaleTable { hi: s.clone_htod(&words(&hi))?, lo: s.clone_htod(&words(&lo))?, bits })
     }
 
-    fn twiddles(&self, s: &GpuStream, log_n: u32, w: Scalar) -> Result<CudaSlice<u64>, GpuError> {
+    fn twiddles<F: DeviceField>(&self, s: &GpuStream, log_n: u32, w: F) -> Result<CudaSlice<u64>, GpuError> {
         let half = 1usize << (log_n - 1);
-        let pows: Vec<Scalar> = std::iter::successors(Some(w), |x| Some(x.square())).take(log_n as usize).collect();
+        let pows: Vec<F> = std::iter::successors(Some(w), |x| Some(x.square())).take(log_n as usize).collect();
         let pows = s.clone_htod(&words(&pows))?;
         let tw = unsafe { s.alloc::<u64>(half * 4) }?;
         let (twp, pp) = (crate::launch::raw(&tw, s), crate::launch::raw(&pows, s));
-        // SAFETY: kiln_ntt_twiddles(Fr* tw, const Fr* pows, u32 count); tw holds
+        // SAFETY: kiln_ntt_twiddles*(F* tw, const F* pows, u32 count); tw holds
         // `half` elements, pows log_n >= bits of any j < half.
-        unsafe { launch(s, &self.k.ntt_twiddles, blocks(half, 256), 256, &[Arg::U64(twp), Arg::U64(pp), Arg::U32(half as u32)])? };
+        unsafe { launch(s, F::ntt_kernels(&self.k).twiddles, blocks(half, 256), 256, &[Arg::U64(twp), Arg::U64(pp), Arg::U32(half as u32)])? };
         s.synchronize()?; // pows is freed on return
         Ok(tw)
     }
 
-    pub(crate) fn ntt_tables(&self, s: &GpuStream, log_n: u32) -> Result<Arc<NttTables>, GpuError> {
-        if let Some(t) = self.ntt_tables.lock().unwrap().get(&log_n) {
+    /// The tables of `F`'s transforms of 2^log_n, made once per device.
+    /// The coset generator is `F::MULTIPLICATIVE_GENERATOR` (Fr: 7, as
+    /// bellperson; Pasta: 5, as halo2).
+    pub(crate) fn ntt_tables<F: DeviceField>(&self, s: &GpuStream, log_n: u32) -> Result<Arc<NttTables>, GpuError> {
+        if let Some(t) = self.ntt_tables.lock().unwrap().get(&(F::ID, log_n)) {
             return Ok(t.clone());
         }
-        let w = root_of_unity(log_n);
+        let w = root_of_unity_of::<F>(log_n);
         let winv = w.invert().unwrap();
-        let ninv = Scalar::from(1u64 << log_n).invert().unwrap();
-        let g = coset_generator();
+        let ninv = F::from(1u64 << log_n).invert().unwrap();
+        let g = F::MULTIPLICATIVE_GENERATOR;
         let ginv = g.invert().unwrap();
         let t = Arc::new(NttTables {
             tw_fwd: self.twiddles(s, log_n, w)?,
             tw_inv: self.twiddles(s, log_n, winv)?,
-            inv_plain: self.scale_table(s, log_n, ninv, Scalar::ONE)?,
+            inv_plain: self.scale_table(s, log_n, ninv, F::ONE)?,
             inv_coset: self.scale_table(s, log_n, ninv, ginv)?,
-            fwd_coset: self.scale_table(s, log_n, Scalar::ONE, g)?,
+            fwd_coset: self.scale_table(s, log_n, F::ONE, g)?,
             h_first: self.scale_table(s, log_n, ninv, g)?,
         });
         s.synchronize()?;
-        self.ntt_tables.lock().unwrap().insert(log_n, t.clone());
+        self.ntt_tables.lock().unwrap().insert((F::ID, log_n), t.clone());
         Ok(t)
     }
 
@@ -109,6 +103,7 @@ impl GpuDevice {
     fn ntt_passes(
         &self,
         s: &GpuStream,
+        f: &NttKernels,
         data: u64,
         log_n: u32,
         dit: bool,
@@ -130,7 +125,7 @@ impl GpuDevice {
             None => Scale::default(),
         };
         let last = passes.len().saturating_sub(1);
-        let f = if dit { &self.k.ntt_dit } else { &self.k.ntt_dif };
+        let f = if dit { f.dit } else { f.dif };
         let twp = crate::launch::raw(tw, s);
         for (i, p) in passes.iter().enumerate() {
             let e = 1u32 << (p.k + p.t);
@@ -153,34 +148,41 @@ impl GpuDevice {
 
     fn bitrev(&self, s: &GpuStream, data: u64, log_n: u32) -> Result<(), GpuError> {
         let n = 1usize << log_n;
-        // SAFETY: kiln_bitrev(Fr*, u32 log_n) on 2^log_n elements.
+        // SAFETY: kiln_bitrev(Fr*, u32 log_n) on 2^log_n elements of 32
+        // bytes (every device field's size: it only moves them).
         unsafe { launch(s, &self.k.bitrev, blocks(n, 256), 256, &[Arg::U64(data), Arg::U32(log_n)]) }
     }
 
-    fn check_len(buf: &DeviceScalars, log_n: u32) -> Result<(), GpuError> {
+    fn check_len<F: DeviceField>(buf: &DeviceScalars<F>, log_n: u32) -> Result<(), GpuError> {
         if log_n > 31 || buf.len() < (1usize << log_n) {
             return Err(GpuError::InvalidArgument(format!("NTT of 2^{log_n} on a buffer of {}", buf.len())));
         }
         Ok(())
     }
 
-    /// In-place NTT of the first 2^log_n scalars, natural order in and out.
-    /// `coset`: evaluate on (or interpolate from) g * <w>, g = 7.
-    pub fn ntt(&self, s: &GpuStream, data: &mut DeviceScalars, log_n: u32, dir: NttDirection, coset: bool) -> Result<(), GpuError> {
+    /// In-place NTT of the first 2^log_n elements of `F` (Fr, or a Pasta
+    /// scalar field), natural order in and out, over `F`'s 2^log_n-th roots
+    /// ([`root_of_unity_of`]). `coset`: evaluate on (or interpolate from)
+    /// g * <w>, g = `F::MULTIPLICATIVE_GENERATOR` (Fr: 7, Pasta: 5).
+    pub fn ntt<F: DeviceField>(&self, s: &GpuStream, data: &mut DeviceScalars<F>, log_n: u32, dir: NttDirection, coset: bool) -> Result<(), GpuError> {
         Self::check_len(data, log_n)?;
         if log_n == 0 {
             return Ok(());
         }
-        let t = self.ntt_tables(s, log_n)?;
+        if log_n > F::S {
+            return Err(GpuError::InvalidArgument(format!("NTT of 2^{log_n} in {}, whose two-adicity is {}", F::NAME, F::S)));
+        }
+        let t = self.ntt_tables::<F>(s, log_n)?;
+        let k = F::ntt_kernels(&self.k);
         let p = data.ptr(s);
         match dir {
             NttDirection::Forward => {
                 let pre = coset.then_some((&t.fwd_coset, false));
-                self.ntt_passes(s, p, log_n, false, &t.tw_fwd, pre, None)?;
+                self.ntt_passes(s, &k, p, log_n, false, &t.tw_fwd, pre, None)?;
             }
             NttDirection::Inverse => {
                 let post = if coset { &t.inv_coset } else { &t.inv_plain };
-                self.ntt_passes(s, p, log_n, false, &t.tw_inv, None, Some((post, true)))?;
+                self.ntt_passes(s, &k, p, log_n, false, &t.tw_inv, None, Some((post, true)))?;
             }
         }
         self.bitrev(s, p, log_n)
@@ -199,7 +201,8 @@ impl GpuDevice {
         if n > m || log_m == 0 {
             return Err(GpuError::InvalidArgument(format!("H pipeline: n = {n} over a domain of 2^{log_m}")));
         }
-        let t = self.ntt_tables(s, log_m)?;
+        let t = self.ntt_tables::<Scalar>(s, log_m)?;
+        let k = Scalar::ntt_kernels(&self.k);
         for x in [&mut *a, &mut *b, &mut *c] {
             if n < m {
                 let mut tail = x.buf.slice_mut(n * 4..m * 4);
@@ -207,9 +210,9 @@ impl GpuDevice {
             }
             let p = x.ptr(s);
             // Coefficients (bit-reversed, shifted onto the coset) ...
-            self.ntt_passes(s, p, log_m, false, &t.tw_inv, None, Some((&t.h_first, true)))?;
+            self.ntt_passes(s, &k, p, log_m, false, &t.tw_inv, None, Some((&t.h_first, true)))?;
             // ... then evaluations on the coset, natural order.
-            self.ntt_passes(s, p, log_m, true, &t.tw_fwd, None, None)?;
+            self.ntt_passes(s, &k, p, log_m, true, &t.tw_fwd, None, None)?;
         }
         // Z(g w^i) = g^m - 1 for every i.
         let zinv = (coset_generator().pow_vartime([m as u64]) - Scalar::ONE).invert().unwrap();
@@ -221,7 +224,7 @@ impl GpuDevice {
                 Arg::U64(pa), Arg::U64(pb), Arg::U64(pc), Arg::U64(crate::launch::raw(&zinv, s)), Arg::U32(m as u32),
             ])?
         };
-        self.ntt_passes(s, pa, log_m, false, &t.tw_inv, None, Some((&t.inv_coset, true)))?;
+        self.ntt_passes(s, &k, pa, log_m, false, &t.tw_inv, None, Some((&t.inv_coset, true)))?;
         self.bitrev(s, pa, log_m)?;
         s.synchronize()?; // zinv is freed on return
         Ok(())

@@ -8,7 +8,7 @@ use blstrs::Scalar;
 use cudarc::driver::CudaFunction;
 
 use crate::buffers::{as_words, DevicePoints, Limbs};
-use crate::curve::DeviceGroup;
+use crate::curve::ParamsGroup;
 use crate::device::{GpuDevice, GpuStream};
 use crate::error::GpuError;
 use crate::launch::{blocks, launch, raw, Arg};
@@ -24,8 +24,8 @@ impl GpuDevice {
     /// `scalars[i] * P` for every i, in `G`, where `table` is the byte-window
     /// table of the generator P ([`WINDOW_TABLE_LEN`] points). A zero
     /// scalar gives the point at infinity (all-zero coordinates).
-    pub fn fixed_base<G: DeviceGroup>(&self, s: &GpuStream, table: &[G::Affine], scalars: &[Scalar]) -> Result<DevicePoints<G>, GpuError> {
-        Ok(DevicePoints::new(self.fixed_base_words(s, G::kernels(&self.k).fixed_base, table, scalars)?))
+    pub fn fixed_base<G: ParamsGroup>(&self, s: &GpuStream, table: &[G::Affine], scalars: &[Scalar]) -> Result<DevicePoints<G>, GpuError> {
+        Ok(DevicePoints::new(self.fixed_base_words(s, G::fixed_base(&self.k), table, scalars)?))
     }
 
     fn fixed_base_words<P: Limbs>(

@@ -22,7 +22,7 @@ use crate::buffers::DeviceScalars;
 use crate::device::{DeviceSpan, GpuDevice, GpuStream};
 use crate::error::GpuError;
 use crate::launch::{blocks, launch, raw, Arg};
-use crate::curve::DeviceGroup;
+use crate::curve::ParamsGroup;
 use crate::msm::MsmTiming;
 use crate::stream_check;
 
@@ -147,7 +147,7 @@ impl GpuDevice {
     /// A streamer for this device with staging buffers of `chunk_bytes`
     /// (at least one G2 point's worth of 64 points).
     pub fn point_streamer(&self, chunk_bytes: usize) -> Result<PointStreamer, GpuError> {
-        let chunk_bytes = chunk_bytes.max(64 * <G2Projective as DeviceGroup>::RAW_BYTES);
+        let chunk_bytes = chunk_bytes.max(64 * <G2Projective as ParamsGroup>::RAW_BYTES);
         // Plain (cacheable) pinned memory rather than cudarc's default
         // write-combined: several CPU threads fill a staging buffer right
         // before the copy engine reads it, and cacheable memory needs no
@@ -162,7 +162,7 @@ impl GpuDevice {
     /// [`GpuDevice::msm_timed`] with the points on the host: `raw` holds
     /// points rank 0.. in the `.params` encoding (uncompressed, big-endian),
     /// already validated by the caller (on the curve, not infinity).
-    pub fn msm_streamed<G: DeviceGroup>(
+    pub fn msm_streamed<G: ParamsGroup>(
         &self,
         s: &GpuStream,
         st: &mut PointStreamer,
@@ -171,8 +171,7 @@ impl GpuDevice {
         n: usize,
         bitmap: Option<&[u64]>,
     ) -> Result<(G, MsmTiming), GpuError> {
-        let kernels = G::kernels(&self.k);
-        let (conv, raw_bytes) = (kernels.from_raw, G::RAW_BYTES);
+        let (conv, raw_bytes) = (G::from_raw(&self.k), G::RAW_BYTES);
         let t0 = Instant::now();
         if let Some(bm) = bitmap {
             if bm.len() * 64 < n {

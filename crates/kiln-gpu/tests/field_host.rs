@@ -6,7 +6,8 @@
 //! and from big-integer arithmetic (Fp: blstrs does not export its Fp). This
 //! runs on machines without a GPU, so every CI run checks the carry-chain
 //! logic the kernels use; the GPU run (examples/gpu_check) checks the same
-//! code as PTX.
+//! code as PTX. The Pasta fields (cuda/pasta.cuh) are checked the same way
+//! against pasta_curves, their `from_mont` (the MSM's scalar digits) too.
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -38,9 +39,10 @@ fn words(limbs: &[u64]) -> String {
     limbs.iter().flat_map(|l| [*l as u32, (*l >> 32) as u32]).map(|w| format!("{w:x}")).collect::<Vec<_>>().join(" ")
 }
 
-fn compile(add_ptx: u8, fp2_lazy: u8) -> PathBuf {
+/// `tag` names the executable: tests run in parallel, each with its own.
+fn compile(tag: &str, add_ptx: u8, fp2_lazy: u8) -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("cuda");
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("field_host_{add_ptx}_{fp2_lazy}"));
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("field_host_{tag}_{add_ptx}_{fp2_lazy}"));
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
     let status = Command::new(&cxx)
         .args(["-O2", "-std=c++17", "-Wall", &format!("-DKILN_FIELD_ADD_PTX={add_ptx}"), &format!("-DKILN_FP2_LAZY={fp2_lazy}"), "-o"])
@@ -104,7 +106,7 @@ fn montgomery_arithmetic_matches_blstrs() {
         count += 1;
     }
     for (add_ptx, fp2_lazy) in [(1, 0), (0, 0), (1, 1)] {
-        let exe = compile(add_ptx, fp2_lazy);
+        let exe = compile("bls", add_ptx, fp2_lazy);
         let mut child = Command::new(&exe).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("run field_host");
         child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
         let out = child.wait_with_output().unwrap();
@@ -112,5 +114,56 @@ fn montgomery_arithmetic_matches_blstrs() {
         let build = format!("KILN_FIELD_ADD_PTX={add_ptx} KILN_FP2_LAZY={fp2_lazy}");
         assert!(out.status.success(), "field_host ({build}): {text}");
         assert_eq!(text.trim(), format!("0 of {count} lines wrong"), "{build}");
+    }
+}
+
+/// Montgomery limbs of a 32-byte field element (blstrs' Scalar, pasta_curves'
+/// Fp and Fq: each repr(transparent) over [u64; 4]).
+fn mont_limbs<F: PrimeField>(x: &F) -> [u64; 4] {
+    assert_eq!(std::mem::size_of::<F>(), 32);
+    // SAFETY: F is exactly four initialized u64 limbs (asserted size; the
+    // repr(transparent) of the types this test passes), read unaligned.
+    unsafe { std::ptr::read_unaligned(x as *const F as *const [u64; 4]) }
+}
+
+/// Plain (canonical) limbs of x, from its little-endian repr.
+fn plain_limbs<F: PrimeField<Repr = [u8; 32]>>(x: &F) -> [u64; 4] {
+    let r = x.to_repr();
+    std::array::from_fn(|i| u64::from_le_bytes(r[i * 8..i * 8 + 8].try_into().unwrap()))
+}
+
+/// Lines for one Pasta field: products, sums, differences of edge values
+/// against every value and random pairs, and from_mont of every value.
+fn pasta_lines<F: PrimeField<Repr = [u8; 32]>>(tag: &str, rng: &mut ChaCha8Rng, input: &mut String) -> usize {
+    let edge = [F::ZERO, F::ONE, -F::ONE, -F::ONE.double(), F::from(2u64), F::ROOT_OF_UNITY, F::MULTIPLICATIVE_GENERATOR, F::DELTA, F::TWO_INV];
+    let all: Vec<F> = edge.iter().copied().chain((0..2000).map(|_| F::random(&mut *rng))).collect();
+    let mut count = 0;
+    for (i, a) in all.iter().enumerate() {
+        let others: Vec<&F> = if i < edge.len() { all.iter().collect() } else { vec![&all[(i * 7919) % all.len()]] };
+        for b in others {
+            let l = [a, b, &(*a * b), &(*a + b), &(*a - b)].map(|x| words(&mont_limbs(x)));
+            *input += &format!("{tag} {}\n", l.join(" "));
+            count += 1;
+        }
+        *input += &format!("{tag}_plain {} {}\n", words(&mont_limbs(a)), words(&plain_limbs(a)));
+        count += 1;
+    }
+    count
+}
+
+#[test]
+fn pasta_montgomery_arithmetic_matches_pasta_curves() {
+    let mut rng = ChaCha8Rng::seed_from_u64(0x70617374);
+    let mut input = String::new();
+    let mut count = pasta_lines::<pasta_curves::Fp>("pfp", &mut rng, &mut input);
+    count += pasta_lines::<pasta_curves::Fq>("pfq", &mut rng, &mut input);
+    for add_ptx in [1, 0] {
+        let exe = compile("pasta", add_ptx, 1);
+        let mut child = Command::new(&exe).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("run field_host");
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "field_host (KILN_FIELD_ADD_PTX={add_ptx}): {text}");
+        assert_eq!(text.trim(), format!("0 of {count} lines wrong"), "KILN_FIELD_ADD_PTX={add_ptx}");
     }
 }

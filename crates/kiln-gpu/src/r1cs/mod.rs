@@ -117,7 +117,7 @@ impl GpuDevice {
             // kernel, the rest zeroed) before anything reads them, and u64
             // limbs have no invalid values.
             let buf = unsafe { s.alloc::<u64>(domain.max(1) * 4) }?;
-            Ok(DeviceScalars { buf })
+            Ok(DeviceScalars::new(buf))
         };
         let (mut a, mut b, mut c) = (fresh()?, fresh()?, fresh()?);
         let first_unsatisfied = self.r1cs_products_into(s, m, inputs, aux, [&mut a, &mut b, &mut c])?;

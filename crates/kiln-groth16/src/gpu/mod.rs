@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use blstrs::{G1Projective, G2Projective, Scalar};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
-use kiln_gpu::{DeviceGroup, DevicePoints, DeviceScalars, DeviceSpan, GpuDevice, GpuError, GpuStream, MsmTiming, PointStreamer};
+use kiln_gpu::{DevicePoints, DeviceScalars, ParamsGroup, DeviceSpan, GpuDevice, GpuError, GpuStream, MsmTiming, PointStreamer};
 use kiln_synth::{Assignment, CompiledR1cs, Density, Products};
 
 use crate::error::ProveError;
@@ -305,7 +305,7 @@ impl Msms<'_> {
         self.host += t.host;
     }
 
-    fn msm<G: DeviceGroup>(&mut self, name: &'static str, points: Option<&Points<DevicePoints<G>>>, m: MsmInput) -> Result<G, ProveError> {
+    fn msm<G: ParamsGroup>(&mut self, name: &'static str, points: Option<&Points<DevicePoints<G>>>, m: MsmInput) -> Result<G, ProveError> {
         let bits = m.bitmap.map(|d| d.words());
         let (sum, t) = match points {
             None => return Ok(G::identity()),

@@ -18,7 +18,7 @@ use std::ops::Range;
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use group::{Curve, UncompressedEncoding};
-use kiln_gpu::{DeviceGroup, DevicePoints, GpuDevice, GpuStream};
+use kiln_gpu::{DevicePoints, GpuDevice, GpuStream, ParamsGroup};
 use rayon::prelude::*;
 
 use super::srs::{gpu_err, Points, ResidentSrs};
@@ -55,7 +55,7 @@ pub(super) fn place_test_setup(
 /// A group whose test-setup points the device makes: its generator's
 /// byte-window table (built once on the CPU), the table flat for the
 /// kernel, and the CPU's multiple to check the device's against.
-trait SetupGroup: DeviceGroup<Affine: UncompressedEncoding + PartialEq> {
+trait SetupGroup: ParamsGroup<Affine: UncompressedEncoding + PartialEq> {
     fn table() -> Vec<Self::Affine>;
     fn cpu(s: &Scalar) -> Self::Affine;
 }
