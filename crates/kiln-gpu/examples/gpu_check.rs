@@ -1,8 +1,10 @@
-//! Compares every kiln-gpu kernel with a CPU reference (blstrs) on fresh
-//! random inputs at many sizes and edge cases; prints a pass/fail table.
-//! `cargo run --release -p kiln-gpu --example gpu_check [-- --quick | --msm-only | --ntt-only | --setup-only | --abc-only]`
+//! Compares every kiln-gpu kernel with a CPU reference (blstrs; pasta_curves
+//! for the Pasta cases) on fresh random inputs at many sizes and edge cases;
+//! prints a pass/fail table.
+//! `cargo run --release -p kiln-gpu --example gpu_check [-- --quick | --msm-only | --ntt-only | --setup-only | --abc-only | --pasta-only]`
 mod abc_check;
 mod common;
+mod pasta_check;
 
 use std::time::Instant;
 
@@ -10,7 +12,7 @@ use blstrs::{G1Projective, G2Projective, Scalar};
 use common::*;
 use ff::{BatchInvert, Field};
 use group::{prime::PrimeCurveAffine, Curve, Group, UncompressedEncoding};
-use kiln_gpu::{DeviceGroup, GpuDevice, GpuError, GpuStream, NttDirection};
+use kiln_gpu::{DeviceGroup, GpuDevice, GpuError, GpuStream, NttDirection, ParamsGroup};
 use rand::Rng;
 use rayon::prelude::*;
 
@@ -160,9 +162,10 @@ fn make_bitmap(n: usize, b: Bits) -> Option<Vec<u64>> {
     }
 }
 
-/// A group the checks run over: one of kiln-gpu's device groups, with what
-/// the CPU reference needs of it from blstrs.
-trait CheckGroup: DeviceGroup + Curve<AffineRepr = <Self as DeviceGroup>::Affine> + Group<Scalar = Scalar>
+/// A group the checks run over: one of kiln-gpu's BLS12-381 groups (its
+/// `.params` paths too: streamed MSMs, fixed-base), with what the CPU
+/// reference needs of it from blstrs. The Pasta curves: pasta_check.
+trait CheckGroup: ParamsGroup + Curve<AffineRepr = <Self as DeviceGroup>::Affine> + Group<Scalar = Scalar>
 where
     <Self as DeviceGroup>::Affine: PrimeCurveAffine<Scalar = Scalar, Curve = Self> + UncompressedEncoding,
 {
@@ -334,6 +337,11 @@ fn main() {
     println!("device: {:?}", dev.info());
     let s = dev.new_stream().expect("stream");
     let mut t = Table(vec![]);
+    // --pasta-only: the Pallas/Vesta MSMs and Pasta NTTs alone.
+    if std::env::args().any(|a| a == "--pasta-only") {
+        pasta_check::checks(&dev, &s, &mut t, quick);
+        return finish(&t);
+    }
     // --abc-only: constraint evaluation alone (a/b/c from compiled
     // matrices on the device), with the PoRep-shaped timing unless --quick.
     if std::env::args().any(|a| a == "--abc-only") {
@@ -371,6 +379,9 @@ fn main() {
     if !ntt_only && !setup_only {
         msm_checks::<G1Projective>(&dev, &s, &mut t, quick);
         msm_checks::<G2Projective>(&dev, &s, &mut t, quick);
+    }
+    if !setup_only {
+        pasta_check::checks(&dev, &s, &mut t, quick);
     }
     finish(&t);
 }

@@ -6,6 +6,8 @@ use group::{prime::PrimeCurveAffine, Curve, Group};
 use rand::{Rng, RngCore, SeedableRng};
 use rayon::prelude::*;
 
+pub mod pasta;
+
 pub fn rng() -> rand_chacha::ChaCha20Rng {
     rand_chacha::ChaCha20Rng::seed_from_u64(rand::thread_rng().next_u64())
 }
