@@ -1,6 +1,7 @@
 //! GPU against CPU (blstrs) on small fresh random inputs; prints
 //! "no GPU: skipped" where there is no GPU or no embedded kernels.
-//! The full sweep is the `gpu_check` example.
+//! The full sweep is the `gpu_check` example. Pasta (Pallas, Vesta, their
+//! scalar fields) against pasta_curves.
 #[path = "../examples/common/mod.rs"]
 mod common;
 
@@ -85,4 +86,74 @@ fn msm_matches_cpu() {
             assert_eq!(got, G2Projective::generator() * chain.dlog(&t), "G2 n={n}");
         }
     }
+}
+
+/// Pasta NTTs (both scalar fields, plain and coset, both ways) against the
+/// CPU NTT over pasta_curves.
+#[test]
+fn pasta_ntt_matches_cpu() {
+    use common::pasta::{cpu_ntt_field, random_field};
+    fn one<F: kiln_gpu::DeviceField>(dev: &GpuDevice, s: &kiln_gpu::GpuStream) {
+        for log_n in [1u32, 2, 5, 11, 14] {
+            let x: Vec<F> = random_field(1 << log_n, rand::random());
+            for (dir, coset) in [(NttDirection::Forward, false), (NttDirection::Inverse, false), (NttDirection::Forward, true), (NttDirection::Inverse, true)] {
+                let mut buf = dev.upload_scalars(s, &x).unwrap();
+                dev.ntt(s, &mut buf, log_n, dir, coset).unwrap();
+                let mut want = x.clone();
+                cpu_ntt_field(&mut want, dir == NttDirection::Inverse, coset);
+                assert_eq!(dev.download_scalars(s, &buf).unwrap(), want, "{} 2^{log_n} {dir:?} coset={coset}", F::NAME);
+            }
+        }
+    }
+    let Some(dev) = device() else { return };
+    let s = dev.new_stream().unwrap();
+    one::<pasta_curves::Fp>(&dev, &s);
+    one::<pasta_curves::Fq>(&dev, &s);
+}
+
+/// Pallas and Vesta MSMs (edge scalars 0, 1, -1, 2; with and without a
+/// bitmap; a point at infinity) against pasta_curves.
+#[test]
+fn pasta_msm_matches_cpu() {
+    use common::pasta::{field_terms, naive_sum, random_field, Chain};
+    use group::prime::PrimeCurveAffine;
+    use group::Curve;
+    fn one<C>(dev: &GpuDevice, s: &kiln_gpu::GpuStream)
+    where
+        C: kiln_gpu::DeviceGroup + Curve<AffineRepr = <C as kiln_gpu::DeviceGroup>::Affine>,
+        <C as kiln_gpu::DeviceGroup>::Affine: PrimeCurveAffine<Scalar = C::Scalar, Curve = C>,
+    {
+        let mut r = rng();
+        for n in [1usize, 2, 3, 100, 5000] {
+            let chain = Chain::<C::Scalar>::new(&mut r);
+            let mut scalars: Vec<C::Scalar> = random_field(n, rand::random());
+            scalars[0] = C::Scalar::ONE;
+            if n > 3 {
+                scalars[1] = C::Scalar::ZERO;
+                scalars[2] = -C::Scalar::ONE;
+                scalars[3] = C::Scalar::from(2u64);
+            }
+            let bitmap: Vec<u64> = (0..n.div_ceil(64)).map(|_| rand::random()).collect();
+            let sc = dev.upload_scalars(s, &scalars).unwrap();
+            for bm in [None, Some(bitmap.as_slice())] {
+                let mut t = field_terms(&scalars, bm);
+                let mut pts = chain.points::<C>(n);
+                if n > 3 {
+                    // A point at infinity (0, 0) contributes nothing.
+                    pts[1] = <C as kiln_gpu::DeviceGroup>::Affine::identity();
+                    t.retain(|(_, i)| *i != 1);
+                }
+                let dp = dev.upload_points::<C>(s, &pts).unwrap();
+                let got = dev.msm(s, &dp, &sc, n, bm).unwrap();
+                assert_eq!(got, C::generator() * chain.dlog(&t), "{} n={n} bitmap={}", C::NAME, bm.is_some());
+                if n <= 100 {
+                    assert_eq!(got, naive_sum(&pts, &t), "{} n={n}", C::NAME);
+                }
+            }
+        }
+    }
+    let Some(dev) = device() else { return };
+    let s = dev.new_stream().unwrap();
+    one::<pasta_curves::pallas::Point>(&dev, &s);
+    one::<pasta_curves::vesta::Point>(&dev, &s);
 }
