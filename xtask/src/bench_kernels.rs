@@ -8,7 +8,8 @@ use anyhow::{bail, Result};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Which parts to run (ntt, h, g1, g2); all when none given.
+    /// Which parts to run (ntt, h, g1, g2, pasta-ntt, pallas); all when none
+    /// given. The Pasta parts time halo2's CPU peers too (KILN_BENCH_NO_CPU=1: not).
     parts: Vec<String>,
     /// Print per-stage MSM timings (sets KILN_PROFILE).
     #[arg(long)]

@@ -2,8 +2,10 @@
 //! Each figure: median of several runs after a warm-up, CUDA events around
 //! the call on its stream. Floors: 32x32->64 multiply-adds (256 per Fr
 //! Montgomery product, 576 per Fp one) over 132 SMs x 64/clk x 1.98 GHz, and
-//! bytes over 4.3 TB/s.
+//! bytes over 4.3 TB/s. The Pasta parts (`pasta-ntt`, `pallas`) print
+//! their own table, each figure next to a CPU peer (pasta_bench).
 mod common;
+mod pasta_bench;
 
 use blstrs::Scalar;
 use common::*;
@@ -12,7 +14,7 @@ use kiln_gpu::{GpuDevice, GpuStream, NttDirection};
 const IMAD_PER_S: f64 = 132.0 * 64.0 * 1.98e9;
 const BYTES_PER_S: f64 = 4.3e12;
 
-fn time(s: &GpuStream, reps: usize, mut f: impl FnMut()) -> f64 {
+pub(crate) fn time(s: &GpuStream, reps: usize, mut f: impl FnMut()) -> f64 {
     f(); // warm-up (tables, module, allocator)
     let mut v: Vec<f64> = (0..reps).map(|_| {
         let a = s.record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)).unwrap();
@@ -105,5 +107,11 @@ fn main() {
             let ms = time(&s, 3, || { dev.msm(&s, p1.as_ref().unwrap(), &fsc, n, None).unwrap(); });
             row("G1 MSM 2^26 Filecoin-like (40% 0, 50% 1)", ms, 0.0, n as f64 * 128.0, "");
         }
+    }
+    if only("pasta-ntt") {
+        pasta_bench::ntt(&dev, &s);
+    }
+    if only("pallas") {
+        pasta_bench::pallas_msm(&dev, &s);
     }
 }
