@@ -1,8 +1,9 @@
-// Short Weierstrass points (a = 0) over F = Fp (G1) or Fp2 (G2).
+// Short Weierstrass points (a = 0) over F = Fp (G1) or Fp2 (G2), or a Pasta
+// base field (Pallas, Vesta: y^2 = x^3 + 5, pasta_kernels.cuh).
 //
-// Inputs are blst affine points {x, y} in Montgomery form; blst writes the
-// point at infinity as all-zero bytes, which is never on the curve (b != 0),
-// so all-zero x and y is tested as infinity. Accumulators use XYZZ
+// Inputs are affine points {x, y} in Montgomery form (blst's, pasta_curves');
+// both write the point at infinity as all-zero bytes, which is never on the
+// curve (b != 0), so all-zero x and y is tested as infinity. Accumulators use XYZZ
 // coordinates (x = X/ZZ, y = Y/ZZZ, ZZ^3 = ZZZ^2): a mixed addition costs
 // 8M + 2S with no inversion. ZZ = 0 marks infinity.
 // The point operations are __noinline__: inlining them into every kernel

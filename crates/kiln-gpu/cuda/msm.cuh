@@ -1,6 +1,9 @@
-// Pippenger MSM over G1 and G2 with signed c-bit windows.
+// Pippenger MSM with signed c-bit windows, templated: scalar-side passes on
+// the scalar field (KILN_MSM_SCALARS: BLS12-381's Fr, the Pasta fields in
+// pasta_kernels.cuh), point-side passes on the curve (KILN_MSM_CURVE: G1,
+// G2; Pallas, Vesta).
 //
-// Scalars come in blst's Montgomery form. Passes, all on the caller's stream:
+// Scalars come in Montgomery form (blst's, pasta_curves'). Passes, all on the caller's stream:
 //  0. kiln_msm_classify: class each scalar (0: skipped, 1: "one", 2:
 //                       general), count the general ones and list the points
 //                       of the ones. The host reads the counts back and
@@ -21,7 +24,7 @@
 //  7. ones:             sums the listed points whose scalar is 1, every
 //                       thread a strided share (they would otherwise pile
 //                       into a single bucket).
-// The host combines window totals (Horner in 2^c) with blstrs.
+// The host combines window totals (Horner in 2^c) with blstrs or pasta_curves.
 //
 // Density bitmap (optional): scalar i takes part iff bit i of bitmap is set,
 // and uses point rank(i) = popcount of bitmap bits below i; prefix[w] holds
