@@ -339,7 +339,7 @@ fn main() {
     let mut t = Table(vec![]);
     // --pasta-only: the Pallas/Vesta MSMs and Pasta NTTs alone.
     if std::env::args().any(|a| a == "--pasta-only") {
-        pasta_check::checks(&dev, &s, &mut t, quick);
+        pasta_check::checks(&dev, &s, &mut t, quick, true, true);
         return finish(&t);
     }
     // --abc-only: constraint evaluation alone (a/b/c from compiled
@@ -381,7 +381,8 @@ fn main() {
         msm_checks::<G2Projective>(&dev, &s, &mut t, quick);
     }
     if !setup_only {
-        pasta_check::checks(&dev, &s, &mut t, quick);
+        // --msm-only / --ntt-only narrow the Pasta cases the same way.
+        pasta_check::checks(&dev, &s, &mut t, quick, !msm_only, !ntt_only);
     }
     finish(&t);
 }

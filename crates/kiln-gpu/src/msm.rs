@@ -439,4 +439,26 @@ mod tests {
         assert_eq!(g2_from_xyzz(&w), p);
         assert_eq!(g2_from_xyzz(&[0; 48]), G2Projective::identity());
     }
+
+    #[test]
+    fn pasta_xyzz_to_projective() {
+        use crate::buffers::as_words;
+        use pasta_curves::arithmetic::CurveAffine;
+        use pasta_curves::{pallas, vesta, Fp, Fq};
+        // Affine (x, y) with Z = y: XYZZ (x Z^2, y Z^3, Z^2, Z^3).
+        macro_rules! check {
+            ($c:ty, $p:expr) => {{
+                let p: $c = $p;
+                let a = p.to_affine();
+                let c = a.coordinates().unwrap();
+                let z = *c.y();
+                let (zz, zzz) = (z.square(), z.square() * z);
+                let w = as_words(&[*c.x() * zz, *c.y() * zzz, zz, zzz]).to_vec();
+                assert_eq!(pasta_from_xyzz::<$c>(&w), p);
+                assert_eq!(pasta_from_xyzz::<$c>(&[0; 16]), <$c>::identity());
+            }};
+        }
+        check!(pallas::Point, pallas::Point::generator() * Fq::from(123_456_789u64));
+        check!(vesta::Point, vesta::Point::generator() * Fp::from(987_654_321u64));
+    }
 }

@@ -16,17 +16,19 @@ use crate::common::pasta::*;
 use crate::common::rng;
 use crate::{ms, run, Table};
 
-/// Every Pasta case: both curves' MSMs, both fields' NTTs.
-pub fn checks(dev: &GpuDevice, s: &GpuStream, t: &mut Table, quick: bool) {
-    let ntt_sizes: &[u32] = if quick { &[1, 2, 3, 10, 11, 16] } else { &[1, 2, 3, 4, 7, 10, 11, 13, 16, 18, 20, 22] };
+/// The Pasta cases: both fields' NTTs (`ntt`), both curves' MSMs (`msm`).
+pub fn checks(dev: &GpuDevice, s: &GpuStream, t: &mut Table, quick: bool, ntt: bool, msm: bool) {
+    let ntt_sizes: &[u32] = if !ntt { &[] } else if quick { &[1, 2, 3, 10, 11, 16] } else { &[1, 2, 3, 4, 7, 10, 11, 13, 16, 18, 20, 22] };
     for &l in ntt_sizes {
         let r = check_ntt::<pasta_curves::Fp>(dev, s, t, l);
         run(t, &format!("ntt Pasta Fp 2^{l}"), r);
         let r = check_ntt::<pasta_curves::Fq>(dev, s, t, l);
         run(t, &format!("ntt Pasta Fq 2^{l}"), r);
     }
-    msm_checks::<pallas::Point>(dev, s, t, quick);
-    msm_checks::<vesta::Point>(dev, s, t, quick);
+    if msm {
+        msm_checks::<pallas::Point>(dev, s, t, quick);
+        msm_checks::<vesta::Point>(dev, s, t, quick);
+    }
 }
 
 /// Forward and inverse, plain and on the coset, against the CPU NTT (up to
