@@ -8,6 +8,7 @@
 #   in32/*.json.gz  32 GiB payloads (cargo xtask gen-vanilla --sector-size 32GiB)
 # Steps (each skippable, the machine's time is short):
 #   check    the fixed-base kernel against blstrs, GPU test-setup proofs = CPU proofs
+#   pasta    Pallas/Vesta MSMs and Pasta NTTs against pasta_curves (gpu_check --pasta-only --quick)
 #   small    the four kinds at 2 KiB against test setups made on the GPU
 #   big      32 GiB WinningPoSt and PoRep C2 against test setups, one proof each
 #   synth    32 GiB synthesis alone on the host CPU (SYNTH_KINDS, default porep):
@@ -60,6 +61,10 @@ for step in "$@"; do
     timeout $(lim 240) ./gpu_check --setup-only > "$OUT/gpu_check.txt" 2>&1; echo "rc=$?"; tail -4 "$OUT/gpu_check.txt"
     stamp "GPU proofs = CPU proofs, test setups included"
     timeout $(lim 240) ./gpu_test --test-threads 1 > "$OUT/gpu_test.txt" 2>&1; echo "rc=$?"; grep -E "^test |test result" "$OUT/gpu_test.txt"
+    ;;
+  pasta)
+    stamp "Pallas/Vesta MSMs and Pasta NTTs against pasta_curves (quick)"
+    timeout $(lim 120) ./gpu_check --pasta-only --quick > "$OUT/gpu_pasta.txt" 2>&1; echo "rc=$?"; grep -c PASS "$OUT/gpu_pasta.txt"; grep -E "FAIL|checks," "$OUT/gpu_pasta.txt" | head -8
     ;;
   abc)
     stamp "a/b/c on the GPU = on the CPU (random and Filecoin-like compiled circuits)"
