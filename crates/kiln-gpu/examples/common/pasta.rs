@@ -1,23 +1,11 @@
 //! CPU references for the Pasta curves (pasta_curves alone), shared by
 //! gpu_check's Pasta cases and tests/gpu_vs_cpu.rs: a radix-2 NTT over any
-//! prime field with its own roots, chain points and the MSM's expected
-//! discrete log, generic over Pallas and Vesta.
+//! prime field with its own roots; the chain points and random elements
+//! are the generic ones of `common` (re-exported here).
 use ff::{Field, PrimeField};
-use group::{Curve, Group};
-use rand::{Rng, SeedableRng};
-use rayon::prelude::*;
+use group::Group;
 
-/// `n` random field elements from `seed` (parallel, reproducible).
-pub fn random_field<F: PrimeField>(n: usize, seed: u64) -> Vec<F> {
-    (0..n)
-        .into_par_iter()
-        .chunks(1 << 14)
-        .flat_map_iter(|c| {
-            let mut r = rand_chacha::ChaCha20Rng::seed_from_u64(seed ^ (c[0] as u64).wrapping_mul(0x9e3779b97f4a7c15));
-            c.into_iter().map(move |_| F::random(&mut r)).collect::<Vec<_>>()
-        })
-        .collect()
-}
+pub use super::{random_field, Chain};
 
 /// Plain radix-2 NTT (natural order in and out) over `F`'s 2^log_n-th roots
 /// (F::ROOT_OF_UNITY squared down, as kiln-gpu takes them); the inverse
@@ -75,40 +63,6 @@ fn scale_by_powers<F: Field>(a: &mut [F], g: F) {
     }
 }
 
-/// Points (r0 + i d) G for i < n in group `C`, made by additions, so a
-/// large MSM has an O(n) reference.
-pub struct Chain<F> {
-    pub r0: F,
-    pub d: F,
-}
-
-impl<F: PrimeField> Chain<F> {
-    pub fn new(r: &mut impl Rng) -> Self {
-        Self { r0: F::random(&mut *r), d: F::random(&mut *r) }
-    }
-    pub fn points<C: Group<Scalar = F> + Curve>(&self, n: usize) -> Vec<C::AffineRepr>
-    where
-        C::AffineRepr: Copy + Send + Sync,
-    {
-        const CH: usize = 1 << 12;
-        let mut out = vec![C::generator().to_affine(); n];
-        out.par_chunks_mut(CH).enumerate().for_each(|(k, chunk)| {
-            let step = C::generator() * self.d;
-            let mut p = C::generator() * (self.r0 + self.d * F::from((k * CH) as u64));
-            let mut proj = Vec::with_capacity(chunk.len());
-            for _ in 0..chunk.len() {
-                proj.push(p);
-                p += step;
-            }
-            C::batch_normalize(&proj, chunk);
-        });
-        out
-    }
-    /// sum_i s_i (r0 + idx_i d): the discrete log of the expected MSM.
-    pub fn dlog(&self, terms: &[(F, usize)]) -> F {
-        terms.par_iter().map(|(s, i)| *s * (self.r0 + self.d * F::from(*i as u64))).reduce(|| F::ZERO, |a, b| a + b)
-    }
-}
 
 /// (scalar, point rank) pairs that take part, under an optional bitmap.
 pub fn field_terms<F: Copy>(scalars: &[F], bitmap: Option<&[u64]>) -> Vec<(F, usize)> {
