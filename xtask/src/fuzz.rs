@@ -1,10 +1,12 @@
 //! `cargo xtask fuzz --cases N`: the fuzz targets of issue 22 (part 1) run
 //! longer than CI runs them. They are ordinary proptest properties in the
 //! crates' test suites (kiln-daemon `tests/fuzz/`: SubmitProof requests of
-//! every kind, C1 JSON and bincode vanilla-proof mutations, PreloadSRS ids;
-//! kiln-groth16 `tests/fuzz_params.rs`: ParamsFile bytes), where CI runs a
-//! few dozen cases each; this runs them with `KILN_FUZZ_CASES=N`. Failures
-//! print the shrunk input; nothing is written to the tree.
+//! every kind, C1 JSON and bincode vanilla-proof mutations, PreloadSRS ids,
+//! and mutated payloads that decode taken through synthesis; kiln-groth16
+//! `tests/fuzz_params.rs`: ParamsFile bytes), where CI runs a few dozen
+//! cases each; this runs them with `KILN_FUZZ_CASES=N` (the synthesis
+//! properties, ~1 s a case, run N/100 unless `--synth-cases` says).
+//! Failures print the shrunk input; nothing is written to the tree.
 
 use std::process::Command;
 use std::time::Instant;
@@ -20,6 +22,9 @@ pub struct Args {
     /// Cases per property (CI runs 48-64).
     #[arg(long, default_value_t = 10_000)]
     cases: u32,
+    /// Cases per synthesis property (default: a hundredth of `--cases`).
+    #[arg(long)]
+    synth_cases: Option<u32>,
     /// Build with `--release` (faster cases; a separate build).
     #[arg(long)]
     release: bool,
@@ -38,6 +43,9 @@ pub fn run(args: Args) -> Result<()> {
             cmd.arg("--release");
         }
         cmd.args(["--", "--nocapture"]).env("KILN_FUZZ_CASES", args.cases.to_string());
+        if let Some(n) = args.synth_cases {
+            cmd.env("KILN_FUZZ_SYNTH_CASES", n.to_string());
+        }
         eprintln!("fuzz: {package} --test {test}, {} cases per property", args.cases);
         let status = cmd.status()?;
         if !status.success() {

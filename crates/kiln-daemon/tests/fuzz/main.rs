@@ -10,6 +10,7 @@
 
 mod mutate;
 mod payloads;
+mod synthesis;
 
 use kiln_daemon::kinds::{self, KindContext, KindError};
 use kiln_proto::v1::{ProofKind, SubmitProofRequest};

@@ -10,9 +10,9 @@ use serde_json::Value;
 /// One mutation: what to do (`what`), where (`at`) and with what (`arg`).
 #[derive(Clone, Debug)]
 pub struct Op {
-    what: u8,
-    at: u64,
-    arg: u64,
+    pub what: u8,
+    pub at: u64,
+    pub arg: u64,
 }
 
 pub fn ops(max: usize) -> impl Strategy<Value = Vec<Op>> {
@@ -92,24 +92,28 @@ pub fn json(root: &mut Value, op: &Op) {
     }
 }
 
-/// Applies `ops` to the C1 output inside a PoRep envelope (`Phase1Out`:
-/// base64 of the JSON); every other op mutates the envelope itself.
-pub fn porep_envelope(envelope: &[u8], ops: &[Op]) -> Vec<u8> {
+/// `edit(envelope, c1)` on a PoRep envelope and the C1 output inside it
+/// (`Phase1Out`: base64 of the JSON), put back together.
+fn edit_envelope(envelope: &[u8], edit: impl FnOnce(&mut Value, &mut Value)) -> Vec<u8> {
     let mut env: Value = serde_json::from_slice(envelope).expect("a valid envelope");
     let b64 = base64::engine::general_purpose::STANDARD;
     let inner = b64.decode(env["Phase1Out"].as_str().expect("Phase1Out")).expect("base64");
     let mut c1: Value = serde_json::from_slice(&inner).expect("C1 JSON");
-    for op in ops {
-        if op.what % 7 == 6 {
-            json(&mut env, op);
-        } else {
-            json(&mut c1, op);
-        }
-    }
+    edit(&mut env, &mut c1);
     if env.get("Phase1Out").is_some_and(|p| p.is_string()) {
         env["Phase1Out"] = Value::String(b64.encode(serde_json::to_vec(&c1).expect("serializable")));
     }
     serde_json::to_vec(&env).expect("serializable")
+}
+
+/// Applies `ops` to the C1 output inside a PoRep envelope; every other op
+/// mutates the envelope itself.
+pub fn porep_envelope(envelope: &[u8], ops: &[Op]) -> Vec<u8> {
+    edit_envelope(envelope, |env, c1| {
+        for op in ops {
+            json(if op.what % 7 == 6 { &mut *env } else { &mut *c1 }, op);
+        }
+    })
 }
 
 /// Applies `op` to bincode bytes.
@@ -152,4 +156,41 @@ pub fn proofs(list: &mut Vec<Vec<u8>>, ops: &[Op]) {
             _ => list.push(Vec::new()),
         }
     }
+}
+
+/// Applies `op` as a value change that keeps the JSON's shape: one number
+/// leaf gets another number of its own range (a byte stays a byte), so the
+/// C1 output still decodes and the wrong value reaches synthesis.
+pub fn json_value(root: &mut Value, op: &Op) {
+    let (mut all, mut arrays) = (Vec::new(), Vec::new());
+    pointers(root, String::new(), &mut all, &mut arrays);
+    let numbers: Vec<&String> = all.iter().filter(|p| root.pointer(p).is_some_and(Value::is_u64)).collect();
+    if numbers.is_empty() {
+        return;
+    }
+    let ptr = numbers[(op.at % numbers.len() as u64) as usize].clone();
+    let node = root.pointer_mut(&ptr).expect("a pointer of this value");
+    let old = node.as_u64().expect("a number leaf");
+    let new = match (old <= 255, op.what % 3) {
+        (true, 0) => old ^ (1 << (op.arg % 8)),
+        (true, _) => op.arg % 256,
+        (false, 0) => old ^ (1 << (op.arg % 64)),
+        (false, 1) => old.wrapping_add(1 + op.arg % 4),
+        (false, _) => op.arg,
+    };
+    *node = Value::from(new);
+}
+
+/// Applies `ops` to the C1 output inside a PoRep envelope, three in four
+/// as [`json_value`] changes (the rest as [`json`] ones: lengths, types).
+pub fn porep_values(envelope: &[u8], ops: &[Op]) -> Vec<u8> {
+    edit_envelope(envelope, |_, c1| {
+        for op in ops {
+            if op.what % 4 == 3 {
+                json(c1, op);
+            } else {
+                json_value(c1, op);
+            }
+        }
+    })
 }

@@ -1,5 +1,6 @@
 //! Valid 2 KiB payloads of the four Filecoin kinds, sealed once per test
-//! process (no Groth16 parameters needed: only decoding is fuzzed).
+//! process (no Groth16 parameters needed: decoding and synthesis are fuzzed,
+//! nothing is proved).
 
 use std::sync::OnceLock;
 
@@ -8,6 +9,10 @@ use kiln_proto::v1::SubmitProofRequest;
 use rand::SeedableRng;
 
 pub fn request(kind: PayloadKind) -> SubmitProofRequest {
+    kiln_daemon::client::from_payload(payload(kind))
+}
+
+pub fn payload(kind: PayloadKind) -> Payload {
     static P: OnceLock<Vec<Payload>> = OnceLock::new();
     let all = P.get_or_init(|| {
         let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("fil-params");
@@ -19,6 +24,5 @@ pub fn request(kind: PayloadKind) -> SubmitProofRequest {
         eprintln!("sealed a 2 KiB sector for the fuzz payloads in {:.1?}", t.elapsed());
         p
     });
-    let p = all.iter().find(|p| p.proof_kind == kind).unwrap().clone();
-    kiln_daemon::client::from_payload(p)
+    all.iter().find(|p| p.proof_kind == kind).unwrap().clone()
 }

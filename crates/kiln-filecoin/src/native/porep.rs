@@ -115,14 +115,19 @@ impl Challenge {
             comm_r_last_path: path(&proof.comm_r_last_proof),
             c_x_path: c_x.path,
         };
-        let poseidon_paths = [&challenge.comm_r_last_path, &challenge.c_x_path].into_iter().chain(challenge.drg_parents.iter().chain(&challenge.exp_parents).map(|c| &c.path));
-        for p in poseidon_paths {
-            for (siblings, _) in p {
-                poseidon(siblings.len() + 1)?;
-            }
+        let poseidon_paths = || [&challenge.comm_r_last_path, &challenge.c_x_path].into_iter().chain(challenge.drg_parents.iter().chain(&challenge.exp_parents).map(|c| &c.path));
+        for (siblings, _) in poseidon_paths().flatten() {
+            poseidon(siblings.len() + 1)?;
         }
         if challenge.comm_d_path.iter().any(|(s, _)| s.len() != 1) {
             return Err("the tree_d path is not binary".into());
+        }
+        // A position past its level's children would be another circuit
+        // (the gadget asserts it as well).
+        for (siblings, index) in poseidon_paths().chain([&challenge.comm_d_path]).flatten() {
+            if *index > siblings.len() {
+                return Err(format!("a path level puts its node at position {index} of {} children", siblings.len() + 1));
+            }
         }
         Ok(challenge)
     }
