@@ -42,6 +42,7 @@ pub mod host;
 mod launch;
 mod msm;
 mod ntt;
+#[cfg(feature = "nvml")]
 pub mod nvml;
 mod probe;
 mod r1cs;

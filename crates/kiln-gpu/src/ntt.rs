@@ -44,11 +44,6 @@ pub(crate) struct NttTables {
     h_first: ScaleTable,     // g^e / n (iNTT then shift onto the coset)
 }
 
-/// Montgomery limbs, as on the device.
-fn words<F: DeviceField>(v: &[F]) -> Vec<u64> {
-    as_words(v).to_vec()
-}
-
 impl GpuDevice {
     fn scale_table<F: DeviceField>(&self, s: &GpuStream, log_n: u32, c: F, g: F) -> Result<ScaleTable, GpuError> {
         let bits = log_n.div_ceil(2);
@@ -56,13 +51,13 @@ impl GpuDevice {
         let step = lo[(1 << bits) - 1] * g; // g^(2^bits)
         let hi: Vec<F> =
             std::iter::successors(Some(c), |x| Some(*x * step)).take(1 << (log_n - bits)).collect();
-        Ok(ScaleTable { hi: s.clone_htod(&words(&hi))?, lo: s.clone_htod(&words(&lo))?, bits })
+        Ok(ScaleTable { hi: s.clone_htod(as_words(&hi))?, lo: s.clone_htod(as_words(&lo))?, bits })
     }
 
     fn twiddles<F: DeviceField>(&self, s: &GpuStream, log_n: u32, w: F) -> Result<CudaSlice<u64>, GpuError> {
         let half = 1usize << (log_n - 1);
         let pows: Vec<F> = std::iter::successors(Some(w), |x| Some(x.square())).take(log_n as usize).collect();
-        let pows = s.clone_htod(&words(&pows))?;
+        let pows = s.clone_htod(as_words(&pows))?;
         let tw = unsafe { s.alloc::<u64>(half * 4) }?;
         let (twp, pp) = (crate::launch::raw(&tw, s), crate::launch::raw(&pows, s));
         // SAFETY: kiln_ntt_twiddles*(F* tw, const F* pows, u32 count); tw holds
@@ -216,7 +211,7 @@ impl GpuDevice {
         }
         // Z(g w^i) = g^m - 1 for every i.
         let zinv = (coset_generator().pow_vartime([m as u64]) - Scalar::ONE).invert().unwrap();
-        let zinv = s.clone_htod(&words(&[zinv]))?;
+        let zinv = s.clone_htod(as_words(&[zinv]))?;
         let (pa, pb, pc) = (a.ptr(s), b.ptr(s), c.ptr(s));
         // SAFETY: kiln_ab_minus_c(Fr* a, const Fr* b, const Fr* c, const Fr* k, u32 n) over m elements.
         unsafe {
