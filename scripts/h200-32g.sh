@@ -9,6 +9,8 @@
 # Steps (each skippable, the machine's time is short):
 #   check    the fixed-base kernel against blstrs, GPU test-setup proofs = CPU proofs
 #   pasta    Pallas/Vesta MSMs and Pasta NTTs against pasta_curves (gpu_check --pasta-only --quick)
+#   pasta-bench  Pallas MSMs 2^20..2^26 and Pasta NTTs beside halo2_proofs on
+#            every host core (gpu_bench pasta-ntt pallas; needs gpu_bench)
 #   small    the four kinds at 2 KiB against test setups made on the GPU
 #   big      32 GiB WinningPoSt and PoRep C2 against test setups, one proof each
 #   synth    32 GiB synthesis alone on the host CPU (SYNTH_KINDS, default porep):
@@ -29,7 +31,7 @@ OUT=${OUT:-$PWD/results}
 mkdir -p "$OUT"
 export FIL_PROOFS_PARENT_CACHE=/tmp/kiln-parents
 for f in *.gz in32/*.gz; do [ -e "$f" ] && gunzip -f "$f"; done
-chmod +x ./bench-filecoin ./bench-latency ./kiln ./gpu_check ./gpu_test 2>/dev/null
+chmod +x ./bench-filecoin ./bench-latency ./kiln ./gpu_check ./gpu_test ./gpu_bench 2>/dev/null
 t0=$(date +%s)
 stamp() { echo "== +$(( $(date +%s) - t0 ))s $*"; }
 # A step's time limit: its own, or what is left of BUDGET seconds (the
@@ -65,6 +67,10 @@ for step in "$@"; do
   pasta)
     stamp "Pallas/Vesta MSMs and Pasta NTTs against pasta_curves (quick)"
     timeout $(lim 120) ./gpu_check --pasta-only --quick > "$OUT/gpu_pasta.txt" 2>&1; echo "rc=$?"; grep -c PASS "$OUT/gpu_pasta.txt"; grep -E "FAIL|checks," "$OUT/gpu_pasta.txt" | head -8
+    ;;
+  pasta-bench)
+    stamp "Pasta NTTs and Pallas MSMs beside halo2_proofs on $(nproc) cores"
+    timeout $(lim 400) ./gpu_bench pasta-ntt pallas > "$OUT/pasta_bench.txt" 2>&1; echo "rc=$?"; grep -E "^\|" "$OUT/pasta_bench.txt"
     ;;
   abc)
     stamp "a/b/c on the GPU = on the CPU (random and Filecoin-like compiled circuits)"
