@@ -10,9 +10,9 @@ use std::time::Instant;
 
 use blstrs::{G1Projective, G2Projective, Scalar};
 use common::*;
-use ff::{BatchInvert, Field};
+use ff::{BatchInvert, Field, PrimeField};
 use group::{prime::PrimeCurveAffine, Curve, Group, UncompressedEncoding};
-use kiln_gpu::{DeviceGroup, GpuDevice, GpuError, GpuStream, NttDirection, ParamsGroup};
+use kiln_gpu::{DeviceField, DeviceGroup, GpuDevice, GpuError, GpuStream, NttDirection, ParamsGroup};
 use rand::Rng;
 use rayon::prelude::*;
 
@@ -35,9 +35,11 @@ fn ms(t: Instant) -> String {
     format!("{:.2} ms", t.elapsed().as_secs_f64() * 1e3)
 }
 
-fn check_ntt(dev: &GpuDevice, s: &GpuStream, t: &mut Table, log_n: u32) -> Result<(), GpuError> {
+/// Forward and inverse, plain and on the coset, against the CPU NTT (up to
+/// 2^20), above that by the round trip and Horner at a few points.
+pub(crate) fn check_ntt<F: DeviceField>(dev: &GpuDevice, s: &GpuStream, t: &mut Table, log_n: u32) -> Result<(), GpuError> {
     let n = 1usize << log_n;
-    let x = random_scalars(n, rand::random());
+    let x: Vec<F> = random_field(n, rand::random());
     for (dir, coset) in [(NttDirection::Forward, false), (NttDirection::Inverse, false), (NttDirection::Forward, true), (NttDirection::Inverse, true)] {
         let mut buf = dev.upload_scalars(s, &x)?;
         let t0 = Instant::now();
@@ -45,31 +47,25 @@ fn check_ntt(dev: &GpuDevice, s: &GpuStream, t: &mut Table, log_n: u32) -> Resul
         s.synchronize()?;
         let time = ms(t0);
         let got = dev.download_scalars(s, &buf)?;
+        let inv = dir == NttDirection::Inverse;
         let ok = if log_n <= 20 {
             let mut want = x.clone();
-            let inv = dir == NttDirection::Inverse;
-            if coset { cpu_coset_ntt(&mut want, inv) } else { cpu_ntt(&mut want, inv) }
+            cpu_ntt(&mut want, inv, coset);
             got == want
         } else {
-            // Spot checks by Horner at a few indices, for the forward transforms;
-            // inverse ones are checked by the round trip below.
+            let mut back = dev.upload_scalars(s, &got)?;
+            let other = if inv { NttDirection::Forward } else { NttDirection::Inverse };
+            dev.ntt(s, &mut back, log_n, other, coset)?;
+            let round_trip = dev.download_scalars(s, &back)? == x;
+            let w = root_of::<F>(log_n);
+            let g = if coset { F::MULTIPLICATIVE_GENERATOR } else { F::ONE };
             let mut r = rng();
-            let w = kiln_gpu_root(log_n);
-            let g = if coset { Scalar::from(7u64) } else { Scalar::ONE };
-            (0..3).all(|_| {
+            round_trip && (inv || (0..3).all(|_| {
                 let j: u64 = r.gen_range(0..n as u64);
-                match dir {
-                    NttDirection::Forward => got[j as usize] == horner(&x, g * w.pow_vartime([j])),
-                    NttDirection::Inverse => true,
-                }
-            }) && {
-                let mut back = dev.upload_scalars(s, &got)?;
-                let other = if dir == NttDirection::Forward { NttDirection::Inverse } else { NttDirection::Forward };
-                dev.ntt(s, &mut back, log_n, other, coset)?;
-                dev.download_scalars(s, &back)? == x
-            }
+                got[j as usize] == horner(&x, g * w.pow_vartime([j]))
+            }))
         };
-        t.row(format!("ntt {:?}{} 2^{}", dir, if coset { " coset" } else { "" }, log_n), ok, time);
+        t.row(format!("ntt {} {:?}{} 2^{}", F::NAME, dir, if coset { " coset" } else { "" }, log_n), ok, time);
     }
     Ok(())
 }
@@ -78,7 +74,7 @@ fn check_ntt(dev: &GpuDevice, s: &GpuStream, t: &mut Table, log_n: u32) -> Resul
 /// 2^log_m domain, evaluated at x (not in the domain).
 fn barycentric(e: &[Scalar], log_m: u32, x: Scalar) -> Scalar {
     let m = 1u64 << log_m;
-    let w = kiln_gpu_root(log_m);
+    let w = root_of::<Scalar>(log_m);
     const CH: usize = 1 << 14;
     let sum: Scalar = e.par_chunks(CH).enumerate().map(|(k, c)| {
         let mut wi = w.pow_vartime([(k * CH) as u64]);
@@ -116,10 +112,10 @@ fn check_h(dev: &GpuDevice, s: &GpuStream, t: &mut Table, n: usize, log_m: u32) 
     } else {
         // h(x) (g^m - 1) = A(x) B(x) - C(x) at coset points x = g w^j.
         let mut r = rng();
-        let g = Scalar::from(7u64);
+        let g = Scalar::MULTIPLICATIVE_GENERATOR;
         let zm = g.pow_vartime([m as u64]) - Scalar::ONE;
         (0..2).all(|_| {
-            let x = g * kiln_gpu_root(log_m).pow_vartime([r.gen_range(0..m as u64)]);
+            let x = g * root_of::<Scalar>(log_m).pow_vartime([r.gen_range(0..m as u64)]);
             horner(&h, x) * zm == barycentric(&a, log_m, x) * barycentric(&b, log_m, x) - barycentric(&c, log_m, x)
         })
     };
@@ -366,7 +362,7 @@ fn main() {
     }
     let ntt_sizes: Vec<u32> = if msm_only || setup_only { vec![] } else if quick { vec![1, 2, 3, 10, 11, 13, 18] } else { vec![1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 16, 17, 18, 20, 24, 25] };
     for l in ntt_sizes {
-        let r = check_ntt(&dev, &s, &mut t, l);
+        let r = check_ntt::<Scalar>(&dev, &s, &mut t, l);
         run(&mut t, &format!("ntt 2^{l}"), r);
     }
     let mut h_cases = vec![(1, 1), (2, 1), (3, 2), (5, 3), (1000, 10), (1024, 10), (1500, 11), (70000, 17), ((1 << 20) - 3, 20)];

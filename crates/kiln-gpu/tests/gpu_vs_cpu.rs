@@ -7,7 +7,7 @@ mod common;
 
 use blstrs::{G1Projective, G2Projective, Scalar};
 use common::*;
-use ff::Field;
+use ff::{Field, PrimeField};
 use group::Group;
 use kiln_gpu::{GpuDevice, NttDirection};
 
@@ -26,21 +26,54 @@ fn open_without_driver_is_an_error_not_a_panic() {
     }
 }
 
+/// NTTs over `F` (plain and coset, both ways) against the CPU NTT.
+fn ntt_matches_cpu_in<F: kiln_gpu::DeviceField>(dev: &GpuDevice, s: &kiln_gpu::GpuStream) {
+    for log_n in [1u32, 2, 5, 11, 14] {
+        let x: Vec<F> = random_field(1 << log_n, rand::random());
+        for (dir, coset) in [(NttDirection::Forward, false), (NttDirection::Inverse, false), (NttDirection::Forward, true), (NttDirection::Inverse, true)] {
+            let mut buf = dev.upload_scalars(s, &x).unwrap();
+            dev.ntt(s, &mut buf, log_n, dir, coset).unwrap();
+            let mut want = x.clone();
+            cpu_ntt(&mut want, dir == NttDirection::Inverse, coset);
+            assert_eq!(dev.download_scalars(s, &buf).unwrap(), want, "{} 2^{log_n} {dir:?} coset={coset}", F::NAME);
+        }
+    }
+}
+
 #[test]
 fn ntt_matches_cpu() {
     let Some(dev) = device() else { return };
-    let s = dev.new_stream().unwrap();
-    for log_n in [1u32, 2, 5, 11, 14] {
-        let x = random_scalars(1 << log_n, rand::random());
-        for (dir, coset) in [(NttDirection::Forward, false), (NttDirection::Inverse, true)] {
-            let mut buf = dev.upload_scalars(&s, &x).unwrap();
-            dev.ntt(&s, &mut buf, log_n, dir, coset).unwrap();
-            let mut want = x.clone();
-            let inv = dir == NttDirection::Inverse;
-            if coset { cpu_coset_ntt(&mut want, inv) } else { cpu_ntt(&mut want, inv) }
-            assert_eq!(dev.download_scalars(&s, &buf).unwrap(), want, "2^{log_n} {dir:?} coset={coset}");
+    ntt_matches_cpu_in::<Scalar>(&dev, &dev.new_stream().unwrap());
+}
+
+/// The CPU reference itself (runs without a GPU): a DFT at every point of
+/// the domain (or its coset) for each field, and its inverse undoes it.
+#[test]
+fn the_cpu_ntt_is_the_dft_over_kiln_gpus_roots() {
+    fn one<F: ff::PrimeField>() {
+        for log_n in [0u32, 1, 3, 6] {
+            let n = 1usize << log_n;
+            let x: Vec<F> = random_field(n, 9 + u64::from(log_n));
+            for coset in [false, true] {
+                let mut y = x.clone();
+                cpu_ntt(&mut y, false, coset);
+                let g = if coset { F::MULTIPLICATIVE_GENERATOR } else { F::ONE };
+                let w = root_of::<F>(log_n);
+                for (j, v) in y.iter().enumerate() {
+                    assert_eq!(*v, horner(&x, g * w.pow_vartime([j as u64])), "2^{log_n} coset={coset} point {j}");
+                }
+                cpu_ntt(&mut y, true, coset);
+                assert_eq!(y, x, "2^{log_n} coset={coset}: the inverse");
+            }
         }
+        assert_eq!(root_of::<F>(F::S).pow_vartime([1u64 << (F::S - 1)]), -F::ONE, "a primitive root");
     }
+    one::<Scalar>();
+    one::<pasta_curves::Fp>();
+    one::<pasta_curves::Fq>();
+    // The coset generators kiln-gpu's NTTs use (F::MULTIPLICATIVE_GENERATOR).
+    assert_eq!(Scalar::MULTIPLICATIVE_GENERATOR, Scalar::from(7u64));
+    assert_eq!(pasta_curves::Fp::MULTIPLICATIVE_GENERATOR, pasta_curves::Fp::from(5u64));
 }
 
 #[test]
@@ -88,27 +121,13 @@ fn msm_matches_cpu() {
     }
 }
 
-/// Pasta NTTs (both scalar fields, plain and coset, both ways) against the
-/// CPU NTT over pasta_curves.
+/// Pasta NTTs (both scalar fields) against the CPU NTT over pasta_curves.
 #[test]
 fn pasta_ntt_matches_cpu() {
-    use common::pasta::{cpu_ntt_field, random_field};
-    fn one<F: kiln_gpu::DeviceField>(dev: &GpuDevice, s: &kiln_gpu::GpuStream) {
-        for log_n in [1u32, 2, 5, 11, 14] {
-            let x: Vec<F> = random_field(1 << log_n, rand::random());
-            for (dir, coset) in [(NttDirection::Forward, false), (NttDirection::Inverse, false), (NttDirection::Forward, true), (NttDirection::Inverse, true)] {
-                let mut buf = dev.upload_scalars(s, &x).unwrap();
-                dev.ntt(s, &mut buf, log_n, dir, coset).unwrap();
-                let mut want = x.clone();
-                cpu_ntt_field(&mut want, dir == NttDirection::Inverse, coset);
-                assert_eq!(dev.download_scalars(s, &buf).unwrap(), want, "{} 2^{log_n} {dir:?} coset={coset}", F::NAME);
-            }
-        }
-    }
     let Some(dev) = device() else { return };
     let s = dev.new_stream().unwrap();
-    one::<pasta_curves::Fp>(&dev, &s);
-    one::<pasta_curves::Fq>(&dev, &s);
+    ntt_matches_cpu_in::<pasta_curves::Fp>(&dev, &s);
+    ntt_matches_cpu_in::<pasta_curves::Fq>(&dev, &s);
 }
 
 /// Pallas and Vesta MSMs (edge scalars 0, 1, -1, 2; with and without a

@@ -29,31 +29,51 @@ pub fn random_field<F: PrimeField>(n: usize, seed: u64) -> Vec<F> {
 }
 
 
-/// Plain radix-2 NTT (natural order in and out) with bellperson's roots.
-pub fn cpu_ntt(a: &mut [Scalar], inverse: bool) {
+/// `F`'s 2^log_n-th root of unity: `F::ROOT_OF_UNITY` squared down, the
+/// root kiln-gpu's NTTs take (computed here on its own, as a reference).
+pub fn root_of<F: PrimeField>(log_n: u32) -> F {
+    let mut w = F::ROOT_OF_UNITY;
+    for _ in log_n..F::S {
+        w = w.square();
+    }
+    w
+}
+
+/// Plain radix-2 NTT (natural order in and out) over `F`'s roots
+/// ([`root_of`]); the inverse includes 1/n. `coset`: on g<w>, g =
+/// `F::MULTIPLICATIVE_GENERATOR` (Fr: 7, Pasta: 5), as kiln-gpu's.
+pub fn cpu_ntt<F: PrimeField>(a: &mut [F], inverse: bool, coset: bool) {
+    let g = F::MULTIPLICATIVE_GENERATOR;
+    if coset && !inverse {
+        scale_by_powers(a, g);
+    }
+    radix2(a, inverse);
+    if coset && inverse {
+        scale_by_powers(a, g.invert().unwrap());
+    }
+}
+
+fn radix2<F: PrimeField>(a: &mut [F], inverse: bool) {
     let n = a.len();
-    let log_n = n.trailing_zeros();
     if n <= 1 {
         return;
     }
+    let log_n = n.trailing_zeros();
     for i in 0..n {
         let j = i.reverse_bits() >> (usize::BITS - log_n);
         if i < j {
             a.swap(i, j);
         }
     }
-    let mut w_n = kiln_gpu_root(log_n);
+    let mut w_n = root_of::<F>(log_n);
     if inverse {
         w_n = w_n.invert().unwrap();
     }
     let mut h = 1;
     while h < n {
         // w for this stage: w_n^(n / 2h)
-        let mut w = w_n;
-        for _ in 0..(log_n - (2 * h).trailing_zeros()) {
-            w = w.square();
-        }
-        let tw: Vec<Scalar> = std::iter::successors(Some(Scalar::ONE), |x| Some(*x * w)).take(h).collect();
+        let w = w_n.pow_vartime([(n / (2 * h)) as u64]);
+        let tw: Vec<F> = std::iter::successors(Some(F::ONE), |x| Some(*x * w)).take(h).collect();
         a.par_chunks_mut(2 * h).for_each(|blk| {
             let (lo, hi) = blk.split_at_mut(h);
             for j in 0..h {
@@ -65,36 +85,16 @@ pub fn cpu_ntt(a: &mut [Scalar], inverse: bool) {
         h *= 2;
     }
     if inverse {
-        let ninv = Scalar::from(n as u64).invert().unwrap();
+        let ninv = F::from(n as u64).invert().unwrap();
         a.par_iter_mut().for_each(|x| *x *= ninv);
     }
 }
 
-pub fn kiln_gpu_root(log_n: u32) -> Scalar {
-    use ff::PrimeField;
-    let mut w = Scalar::ROOT_OF_UNITY;
-    for _ in log_n..Scalar::S {
-        w = w.square();
-    }
-    w
-}
-
-pub fn coset_scale(a: &mut [Scalar], g: Scalar) {
-    let mut p = Scalar::ONE;
+fn scale_by_powers<F: Field>(a: &mut [F], g: F) {
+    let mut p = F::ONE;
     for x in a.iter_mut() {
         *x *= p;
         p *= g;
-    }
-}
-
-pub fn cpu_coset_ntt(a: &mut [Scalar], inverse: bool) {
-    let g = Scalar::from(7u64);
-    if inverse {
-        cpu_ntt(a, true);
-        coset_scale(a, g.invert().unwrap());
-    } else {
-        coset_scale(a, g);
-        cpu_ntt(a, false);
     }
 }
 
@@ -103,21 +103,21 @@ pub fn cpu_h(a: &[Scalar], b: &[Scalar], c: &[Scalar], m: usize) -> Vec<Scalar> 
     let pad = |v: &[Scalar]| {
         let mut x = v.to_vec();
         x.resize(m, Scalar::ZERO);
-        cpu_ntt(&mut x, true);
-        cpu_coset_ntt(&mut x, false);
+        cpu_ntt(&mut x, true, false);
+        cpu_ntt(&mut x, false, true);
         x
     };
     let (mut a, b, c) = (pad(a), pad(b), pad(c));
-    let g = Scalar::from(7u64);
+    let g = Scalar::MULTIPLICATIVE_GENERATOR;
     let zinv = (g.pow_vartime([m as u64]) - Scalar::ONE).invert().unwrap();
     a.par_iter_mut().zip(b.par_iter()).zip(c.par_iter()).for_each(|((x, y), z)| *x = (*x * y - z) * zinv);
-    cpu_coset_ntt(&mut a, true);
+    cpu_ntt(&mut a, true, true);
     a
 }
 
 /// Horner evaluation of coefficients at x.
-pub fn horner(coeffs: &[Scalar], x: Scalar) -> Scalar {
-    coeffs.iter().rev().fold(Scalar::ZERO, |acc, c| acc * x + c)
+pub fn horner<F: Field>(coeffs: &[F], x: F) -> F {
+    coeffs.iter().rev().fold(F::ZERO, |acc, c| acc * x + c)
 }
 
 /// Points (r0 + i d) G for i < n in group `C`, made by additions, so a

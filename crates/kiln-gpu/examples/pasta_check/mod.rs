@@ -8,13 +8,13 @@ use std::time::Instant;
 use ff::{Field, PrimeField};
 use group::prime::PrimeCurveAffine;
 use group::Curve;
-use kiln_gpu::{DeviceField, DeviceGroup, GpuDevice, GpuError, GpuStream, NttDirection};
+use kiln_gpu::{DeviceGroup, GpuDevice, GpuError, GpuStream};
 use pasta_curves::{pallas, vesta};
 use rand::Rng;
 
 use crate::common::pasta::*;
 use crate::common::rng;
-use crate::{ms, run, Table};
+use crate::{check_ntt, ms, run, Table};
 
 /// The Pasta cases: both fields' NTTs (`ntt`), both curves' MSMs (`msm`).
 pub fn checks(dev: &GpuDevice, s: &GpuStream, t: &mut Table, quick: bool, ntt: bool, msm: bool) {
@@ -29,42 +29,6 @@ pub fn checks(dev: &GpuDevice, s: &GpuStream, t: &mut Table, quick: bool, ntt: b
         msm_checks::<pallas::Point>(dev, s, t, quick);
         msm_checks::<vesta::Point>(dev, s, t, quick);
     }
-}
-
-/// Forward and inverse, plain and on the coset, against the CPU NTT (up to
-/// 2^18), above that by the round trip and Horner at a few points.
-fn check_ntt<F: DeviceField>(dev: &GpuDevice, s: &GpuStream, t: &mut Table, log_n: u32) -> Result<(), GpuError> {
-    let n = 1usize << log_n;
-    let x: Vec<F> = random_field(n, rand::random());
-    for (dir, coset) in [(NttDirection::Forward, false), (NttDirection::Inverse, false), (NttDirection::Forward, true), (NttDirection::Inverse, true)] {
-        let mut buf = dev.upload_scalars(s, &x)?;
-        let t0 = Instant::now();
-        dev.ntt(s, &mut buf, log_n, dir, coset)?;
-        s.synchronize()?;
-        let time = ms(t0);
-        let got = dev.download_scalars(s, &buf)?;
-        let inv = dir == NttDirection::Inverse;
-        let ok = if log_n <= 18 {
-            let mut want = x.clone();
-            cpu_ntt_field(&mut want, inv, coset);
-            got == want
-        } else {
-            let mut back = dev.upload_scalars(s, &got)?;
-            let other = if inv { NttDirection::Forward } else { NttDirection::Inverse };
-            dev.ntt(s, &mut back, log_n, other, coset)?;
-            let round_trip = dev.download_scalars(s, &back)? == x;
-            let w = kiln_gpu::root_of_unity_of::<F>(log_n);
-            let g = if coset { F::MULTIPLICATIVE_GENERATOR } else { F::ONE };
-            let mut r = rng();
-            let horner = |c: &[F], at: F| c.iter().rev().fold(F::ZERO, |acc, v| acc * at + v);
-            round_trip && (inv || (0..3).all(|_| {
-                let j: u64 = r.gen_range(0..n as u64);
-                got[j as usize] == horner(&x, g * w.pow_vartime([j]))
-            }))
-        };
-        t.row(format!("ntt {} {:?}{} 2^{}", F::NAME, dir, if coset { " coset" } else { "" }, log_n), ok, time);
-    }
-    Ok(())
 }
 
 #[derive(Clone, Copy, Debug)]
