@@ -71,3 +71,20 @@ fn device_resident_parameters_show_in_status_and_are_evicted_from_the_device() {
     let entry = engine.status().srs.into_iter().find(|s| s.id == spec.id).unwrap();
     assert!(entry.device_resident.is_empty());
 }
+
+#[test]
+fn parameters_placed_for_an_engine_leave_the_device_when_it_shuts_down() {
+    // Backends may be shared by engines started one after another; a
+    // device placement the first engine's budget paid for must not stay
+    // behind, unaccounted, for the next.
+    ensure_params(10);
+    let backend = Arc::new(PretendDevice::default());
+    let engine = Engine::start(config(256 * MIB), vec![backend.clone()]).unwrap();
+    engine.submit(JobRequest::new("r", Priority::Normal, synthetic(10, 1, 3))).unwrap();
+    assert!(matches!(engine.wait_blocking("r", Some(Duration::from_secs(120))), JobOutcome::Completed { .. }));
+    let params_id = *backend.resident.lock().iter().next().unwrap();
+    assert!(backend.evicted.lock().is_empty(), "nothing is evicted while the engine runs");
+    engine.shutdown_blocking(Duration::from_secs(10));
+    assert_eq!(*backend.evicted.lock(), vec![params_id]);
+    assert!(backend.resident.lock().is_empty());
+}

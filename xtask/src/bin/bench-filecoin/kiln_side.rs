@@ -39,15 +39,16 @@ fn ms(d: Duration) -> f64 {
 /// `warmup` then `timed` proofs of `payload`'s job, one at a time: each
 /// timed from submission to the engine's answer (synthesis of every
 /// partition, the prover, assembly and the engine's own check of each
-/// partition proof), then verified by filecoin-proofs (not timed).
+/// partition proof), then verified by filecoin-proofs (not timed). Then,
+/// when `steady >= 2`, that many jobs at once in the same engine (warm:
+/// parameters placed, circuit compiled), see [`run_steady`].
 pub fn run_kind(
     setup: &KilnSetup,
     payload: &Payload,
     job: &Arc<dyn JobSource>,
-    warmup: usize,
-    timed: usize,
+    (warmup, timed, steady): (usize, usize, usize),
     log: &mut dyn FnMut(&KilnProof),
-) -> Result<Side> {
+) -> Result<(Side, Option<Steady>)> {
     let engine = Engine::start(setup.config.clone(), setup.backends.clone()).context("starting kiln's engine")?;
     let mut side = Side::default();
     let (mut synth, mut prove) = (Vec::new(), Vec::new());
@@ -77,6 +78,7 @@ pub fn run_kind(
         }
         log(&p);
     }
+    let steady = if steady >= 2 { Some(run_steady(&engine, payload, job, steady)?) } else { None };
     let j = engine.status().jobs;
     side.notes.push(format!(
         "kiln partitions' a/b/c: {} computed during synthesis (host), {} by the prover (GPU, device_products), {} rejected by the prover and redone",
@@ -86,7 +88,7 @@ pub fn run_kind(
     if let (Some(s), Some(p)) = (median(&synth), median(&prove)) {
         side.notes.push(format!("kiln timed proofs: synthesis {s:.1} ms + prover {p:.1} ms (medians, summed over partitions)"));
     }
-    Ok(side)
+    Ok((side, steady))
 }
 
 /// What `n` jobs submitted at once showed.
@@ -101,10 +103,11 @@ pub struct Steady {
     pub gpu_busy: Option<f64>,
 }
 
-/// `n` jobs of `payload` submitted at once (n >= 2), each answer verified
-/// by filecoin-proofs: the steady-state time per proof.
-pub fn run_steady(setup: &KilnSetup, payload: &Payload, job: &Arc<dyn JobSource>, n: usize) -> Result<Steady> {
-    let engine = Engine::start(setup.config.clone(), setup.backends.clone()).context("starting kiln's engine")?;
+/// `n` jobs of `payload` submitted at once (n >= 2) to `engine`, each
+/// answer verified by filecoin-proofs: the steady-state time per proof.
+/// The engine is the one the one-at-a-time proofs warmed (a fresh one
+/// would make or load the parameters and record the circuit again).
+fn run_steady(engine: &Engine, payload: &Payload, job: &Arc<dyn JobSource>, n: usize) -> Result<Steady> {
     let busy = crate::busy::BusyRecorder::start();
     let t0 = Instant::now();
     let ids: Vec<String> = (0..n)
@@ -121,7 +124,6 @@ pub fn run_steady(setup: &KilnSetup, payload: &Payload, job: &Arc<dyn JobSource>
         }
     }
     let total_ms = ms(t0.elapsed());
-    engine.shutdown_blocking(Duration::from_secs(30));
     done.sort();
     let (first, last) = (done[0], done[done.len() - 1]);
     let gpu_busy = busy.map(|b| b.stop()).and_then(|samples| {

@@ -268,7 +268,10 @@ fn main() -> Result<()> {
         let label = job.kind_label().to_string();
         let (_, registered) = kiln_bench::param_set_for(p).map_err(|e| anyhow!(e))?;
         progress(&format!("== {label} ({registered}, {} partition(s)): kiln", job.num_partitions()));
-        let mut kiln = kiln_side::run_kind(&setup, p, &job, args.warmup, args.timed, &mut |k| {
+        if args.steady >= 2 {
+            progress(&format!("== {label}: then {} jobs at once in the same engine (steady state)", args.steady));
+        }
+        let (mut kiln, steady) = kiln_side::run_kind(&setup, p, &job, (args.warmup, args.timed, args.steady), &mut |k| {
             progress(&format!(
                 "kiln {label} {} {}: {:.1} ms (synthesis {:.1} + prover {:.1}); verified by filecoin-proofs in {:.1} ms",
                 k.mode, k.index, k.ms, k.synthesis_ms, k.prove_ms, k.verify_ms
@@ -279,9 +282,7 @@ fn main() -> Result<()> {
             }));
         })
         .with_context(|| format!("kiln on {label}"))?;
-        if args.steady >= 2 {
-            progress(&format!("== {label}: kiln, {} jobs at once (steady state)", args.steady));
-            let st = kiln_side::run_steady(&setup, p, &job, args.steady).with_context(|| format!("kiln steady {label}"))?;
+        if let Some(st) = steady {
             let busy = st.gpu_busy.map_or("no GPU watched".into(), |b| format!("GPU busy {b:.0} %"));
             let note = format!(
                 "steady state: {} jobs at once, {:.1} ms per proof between the first and the last answer ({:.0} proofs/hour), {busy}; all {} in {:.1} s, every proof verified by filecoin-proofs",
