@@ -15,7 +15,8 @@
 #   big      32 GiB WinningPoSt and PoRep C2 against test setups, one proof each
 #   synth    32 GiB synthesis alone on the host CPU (SYNTH_KINDS, default porep):
 #            the recording, then witness-only runs, gadget and native paths
-#   steady   32 GiB PoRep C2, N jobs at once (STEADY, default 3)
+#   steady   32 GiB PoRep C2: one proof, then N jobs at once in the same warm
+#            engine (STEADY, default 3): proofs per hour and GPU busy
 #   rest     32 GiB WindowPoSt and SnapDeals (REST_KINDS), one proof each
 #   latency  WinningPoSt/WindowPoSt latency under a full PoRep/SnapDeals load, 2 KiB
 #   ptx      the kernels JIT-compiled from the fatbin's PTX (CUDA_FORCE_PTX_JIT=1)
