@@ -32,9 +32,9 @@ use kiln_synth::workload::WorkloadKind;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::soak::daemon::{self, Spawned};
-use crate::soak::load::Verifier;
-use crate::soak::workload::JobSpec;
+use kiln_soak::daemon::{self, Spawned};
+use kiln_soak::load::Verifier;
+use kiln_soak::workload::JobSpec;
 
 /// `cargo xtask kill-loop` arguments.
 #[derive(clap::Args, Debug)]

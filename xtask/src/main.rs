@@ -6,6 +6,7 @@
 //! - `cargo xtask gen-vanilla --sector-size 2KiB`  real Filecoin inputs of every kind (seal, C1, vanilla proofs) as request payloads
 //!   (`--sector-size 32GiB` / `64GiB`, or `--sparse`: valid inputs from a sparse CC sector, no sealing)
 //! - `cargo xtask soak`           drive a kiln daemon with a workload file for `--duration`; steady-state report + plots
+//!   (the harness is its own crate, kiln-soak, in `soak/`)
 //! - `cargo xtask fuzz --cases 10000`  the fuzz targets (requests of every kind, payload mutations, SRS ids, ParamsFile bytes), longer than CI
 //! - `cargo xtask kill-loop --iterations 100`  SIGTERM and SIGKILL a real daemon at random moments, restart, check clients and proofs
 //! - `cargo xtask bench groth16 --peer supraseal`  kiln's GPU prover against SupraSeal C2, same run
@@ -28,8 +29,6 @@ mod gen_vanilla;
 mod kernels;
 mod kill_loop;
 mod peer_build;
-mod soak;
-mod stats;
 
 #[derive(Parser)]
 #[command(name = "cargo xtask", about = "kiln's build, benchmark and CI tasks")]
@@ -50,7 +49,7 @@ enum Cmd {
     /// Write valid payloads of every Filecoin proof kind: a sealed test-size sector, or a sparse CC sector (32/64 GiB, --sparse).
     GenVanilla(gen_vanilla::Args),
     /// Drive a kiln daemon with a workload for a long time; report steady-state figures and plots.
-    Soak(soak::Args),
+    Soak(kiln_soak::Args),
     /// Run the fuzz targets (proptest) with many cases: --cases N.
     Fuzz(fuzz::Args),
     /// Kill a real daemon (SIGTERM, SIGKILL) at random moments and restart it: every client answered, no invalid proof, one daemon.
@@ -74,7 +73,7 @@ enum BenchSuite {
 fn main() -> Result<()> {
     match Cli::parse().cmd {
         Cmd::Kernels(args) => kernels::run(args),
-        Cmd::Soak(args) => soak::run(args),
+        Cmd::Soak(args) => kiln_soak::run(args, &workspace_root()),
         Cmd::KillLoop(args) => kill_loop::run(args),
         Cmd::Fuzz(args) => fuzz::run(args),
         Cmd::GenVanilla(args) => gen_vanilla::run(args),

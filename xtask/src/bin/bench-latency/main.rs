@@ -43,8 +43,6 @@ mod kiln_bench;
 mod cpu;
 mod report;
 mod run;
-#[path = "../../stats.rs"]
-mod stats;
 
 use report::{render_table, ModeReport};
 use run::{Mode, Plan, Workload};

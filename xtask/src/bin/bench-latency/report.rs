@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::stats::Latency;
+use kiln_soak::stats::Latency;
 
 /// One critical kind's end-to-end times in one mode.
 #[derive(Clone, Debug, Serialize)]

@@ -14,7 +14,7 @@ use kiln_pipeline::{Engine, EngineConfig, JobOutcome, JobRequest, JobSource, Pri
 
 use crate::cpu::process_cpu_time;
 use crate::report::{CriticalReport, ModeReport};
-use crate::stats::{percentile, Latency};
+use kiln_soak::stats::{percentile, Latency};
 
 /// A job to submit again and again.
 #[derive(Clone)]

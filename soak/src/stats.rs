@@ -1,6 +1,5 @@
-//! Latency percentiles, shared by the soak run (`soak/analysis.rs`) and the
-//! latency benchmark (`bench-latency`, which includes this file by `#[path]`:
-//! xtask has no library target).
+//! Latency percentiles, shared by the soak run (`analysis.rs`) and xtask's
+//! latency benchmark (`bench-latency`, through `kiln_soak::stats`).
 
 /// Nearest-rank percentile (`p` in 0..=100) of unsorted values; `None` when empty.
 pub fn percentile(values: &[f64], p: f64) -> Option<f64> {

@@ -1,5 +1,6 @@
-//! `cargo xtask soak`: drive a kiln daemon with a workload for a long time
-//! and measure it in steady state.
+//! kiln's soak harness, the code behind `cargo xtask soak`: drive a kiln
+//! daemon with a workload file for a long time, sample it every second,
+//! and report its steady state with plots.
 //!
 //! It starts `kiln serve` (built in release unless `--kiln-bin` names a
 //! binary) or connects to a running daemon (`--connect`), sends the
@@ -8,27 +9,34 @@
 //! daemon's `/status` (budget, buffer counters by stage, queues, workers,
 //! RSS) and NVML's GPU busy % and VRAM. After `--duration` it stops
 //! sending, waits for the jobs in flight, checks that the daemon went back
-//! to idle, and writes a report directory (see [`report`]) with plots.
+//! to idle, and writes a report directory (`report.rs`) with plots.
 //! Steady-state figures exclude a warm-up: `--warmup`, or detected where
-//! throughput settles ([`analysis::detect_warmup`]); the report says which.
+//! throughput settles (`analysis::detect_warmup`); the report says which.
 //!
 //! It exits non-zero when a check fails (a failed or unverifiable proof,
 //! peak RSS above the budget, buffer counters not back to zero), which is
 //! what CI's soak relies on.
 //!
-//! The built `xtask` binary runs the soak on a host without cargo:
-//! `xtask soak --kiln-bin ./kiln --workload h200.toml --out DIR`.
+//! A crate of its own, beside xtask: `cargo test -p kiln-soak` builds and
+//! tests it without xtask's other tasks (kiln-filecoin, the benchmark
+//! drivers), and its parts are a library for the tasks that drive a real
+//! daemon too (`cargo xtask kill-loop` uses [`daemon`], [`load`] and
+//! [`workload`]). [`stats`] (nearest-rank percentiles) is shared with
+//! xtask's latency benchmark. The built `xtask` binary runs the soak on a
+//! host without cargo: `xtask soak --kiln-bin ./kiln --workload h200.toml
+//! --out DIR`.
 
 mod analysis;
-pub(crate) mod daemon;
-pub(crate) mod load;
+pub mod daemon;
+pub mod load;
 mod plots;
 mod report;
 mod run;
 mod sample;
-pub(crate) mod workload;
+pub mod stats;
+pub mod workload;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Result;
@@ -85,12 +93,18 @@ pub struct Args {
 /// Runs the soak; an error when it could not run. A failed check exits
 /// with status 1 after the report is written (the report says why; an
 /// error's backtrace would only bury that).
-pub fn run(args: Args) -> Result<()> {
+///
+/// `root` is the kiln checkout (xtask passes its workspace root): a
+/// relative `--workload` that does not exist from the current directory
+/// is read from there, the report goes to `root/target/soak/<UTC time>`
+/// unless `--out` says otherwise, and without `--kiln-bin` the daemon is
+/// built there with `cargo build --release`.
+pub fn run(args: Args, root: &Path) -> Result<()> {
     if let Some(dir) = &args.replot {
         return replot(dir);
     }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    if !rt.block_on(run::soak(args))? {
+    if !rt.block_on(run::soak(args, root))? {
         eprintln!("soak: FAILED (a check failed; see the report)");
         std::process::exit(1);
     }
@@ -98,7 +112,7 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 /// Redraws a report's plots from its samples and summary.
-fn replot(dir: &std::path::Path) -> Result<()> {
+fn replot(dir: &Path) -> Result<()> {
     use anyhow::Context;
     let read = |name: &str| std::fs::read_to_string(dir.join(name)).with_context(|| format!("reading {}", dir.join(name).display()));
     let samples = sample::parse_csv(&read("samples.csv")?)?;
@@ -162,7 +176,8 @@ mod tests {
     #[test]
     fn the_shipped_workloads_parse() {
         for f in ["demo.toml", "h200.toml"] {
-            let path = crate::workspace_root().join("xtask/soak").join(f);
+            // The workload files stay beside xtask: the paths CI and the docs give `cargo xtask soak`.
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../xtask/soak").join(f);
             workload::Workload::load(&path).unwrap_or_else(|e| panic!("{f}: {e:#}"));
         }
     }

@@ -21,8 +21,7 @@ use super::workload::{Load, Workload};
 use super::{plots, Args};
 
 /// Runs the soak and writes its report; `Ok(passed)`.
-pub async fn soak(args: Args) -> Result<bool> {
-    let root = crate::workspace_root();
+pub async fn soak(args: Args, root: &Path) -> Result<bool> {
     let workload_path = if args.workload.is_relative() && !args.workload.exists() { root.join(&args.workload) } else { args.workload.clone() };
     let workload = Workload::load(&workload_path)?;
     let started = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH)?.as_secs();
@@ -37,7 +36,7 @@ pub async fn soak(args: Args) -> Result<bool> {
         None => {
             let kiln = match &args.kiln_bin {
                 Some(b) => b.clone(),
-                None => build_kiln(&root)?,
+                None => build_kiln(root)?,
             };
             let mut settings = workload.daemon_settings.clone();
             for kv in &args.set {
