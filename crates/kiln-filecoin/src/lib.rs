@@ -14,11 +14,16 @@
 //! Parameters ([`params`]) live where filecoin-proofs keeps them
 //! (`FIL_PROOFS_PARAMETER_CACHE`, its file names); test sector sizes are
 //! generated on first use with kiln's generator, production ones never.
-//! [`vanilla`] makes real inputs of every kind on the CPU (seal a random
-//! sector, C1, vanilla proofs; test sizes), [`sparse`] valid inputs at any
-//! size (32 and 64 GiB included) from a CC sector materialized only where
-//! the proofs look, and [`verify`] checks answers with filecoin-proofs'
-//! verifiers: for tests, demos and benchmarks.
+//!
+//! The test tooling is behind the `testkit` feature, for tests, demos and
+//! benchmarks: `vanilla` makes real inputs of every kind on the CPU (seal a
+//! random sector, C1, vanilla proofs; test sizes), `sparse` valid inputs at
+//! any size (32 and 64 GiB included) from a CC sector materialized only
+//! where the proofs look, `verify` checks answers with filecoin-proofs'
+//! verifiers, and `porep::cut_to_challenges` makes synthesis-only PoRep
+//! payloads of fewer challenges. Without it the crate is the proof kinds
+//! alone ([`payload`], the request fields as JSON, stays: kiln's client
+//! reads it).
 
 /// The README's example, compiled and run as a doc test so it stays true.
 #[cfg(doctest)]
@@ -37,9 +42,17 @@ pub mod porep;
 pub mod post;
 pub mod registered;
 pub mod snap;
+// A test sector size's PoRep test setup is made from a sparse sector's
+// partition (`sparse::porep_partition_instance`), so the sparse sector is
+// always built; its payloads and checks, and the module's API, are testkit.
+#[cfg(feature = "testkit")]
 pub mod sparse;
+#[cfg(not(feature = "testkit"))]
+mod sparse;
 pub mod test_setup;
+#[cfg(feature = "testkit")]
 pub mod vanilla;
+#[cfg(feature = "testkit")]
 pub mod verify;
 
 pub use filecoin_proofs::PoStType;
@@ -93,7 +106,8 @@ pub fn srs_for_circuit_id(id: &str) -> Option<Result<SrsSpec, String>> {
 
 /// The job kiln's daemon makes of this payload (kiln-daemon's `kinds.rs`
 /// maps the wire's fields the same way): for tests, tools and benchmarks
-/// that start from `vanilla`'s payloads.
+/// that start from payloads (`cargo xtask gen-vanilla`'s files, or
+/// `vanilla`'s and `sparse`'s with the `testkit` feature).
 pub fn job_for_payload(p: &payload::Payload) -> Result<std::sync::Arc<dyn kiln_pipeline::JobSource>, String> {
     use payload::PayloadKind;
     match p.proof_kind {

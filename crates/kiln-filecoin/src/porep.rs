@@ -107,7 +107,8 @@ pub fn job(envelope: &[u8], req: &PorepRequest) -> Result<Arc<dyn JobSource>, St
 /// a small machine, for measuring and testing synthesis per challenge.
 /// Its circuits have another shape than the registered proof's, so its
 /// proofs never verify against the published parameters: use it for
-/// synthesis only.
+/// synthesis only. (Feature `testkit`.)
+#[cfg(feature = "testkit")]
 pub fn cut_to_challenges(payload: &crate::payload::Payload, challenges: usize) -> Result<crate::payload::Payload, String> {
     use filecoin_proofs_api::seal::VanillaSealProof as C1Proofs;
     if challenges == 0 {

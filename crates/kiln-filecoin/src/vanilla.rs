@@ -18,12 +18,10 @@ use rand::{Rng, RngCore};
 
 use crate::payload::{Payload, PayloadKind};
 use crate::registered::{post_proof_number, prover_id, sector_size_name, seal_proof_number, update_proof_number};
+use crate::sparse::random_32;
 use crate::{current_post_proof, current_seal_proof, current_update_proof};
 
-/// The miner every generated input is for (`f01000`).
-pub const MINER_ID: u64 = 1000;
-/// The sector number every generated input is for.
-pub const SECTOR_NUMBER: u64 = 1;
+pub use crate::sparse::{MINER_ID, SECTOR_NUMBER};
 
 /// The four payloads (PoRep C2, SnapDeals, WindowPoSt partition 0,
 /// WinningPoSt) of one freshly sealed sector of `sector_size` bytes, built
@@ -174,12 +172,6 @@ pub fn generate_ni_porep_to_dir(sector_size: u64, out_dir: &Path, rng: &mut impl
 fn write_payload(p: &Payload, path: &Path) -> Result<(), String> {
     let json = serde_json::to_vec_pretty(p).map_err(|err| format!("payload JSON: {err}"))?;
     fs::write(path, json).map_err(|err| format!("writing {}: {err}", path.display()))
-}
-
-pub(crate) fn random_32(rng: &mut (impl RngCore + ?Sized)) -> [u8; 32] {
-    let mut b = [0u8; 32];
-    rng.fill_bytes(&mut b);
-    b
 }
 
 /// PoSt randomness: 32 random bytes that are a field element, as chain randomness is made to be.

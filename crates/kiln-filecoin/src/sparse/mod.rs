@@ -12,36 +12,62 @@
 //!
 //! Not covered: non-interactive and synthetic PoRep, whose challenges are
 //! drawn from comm_r (which the challenged labels make).
+//!
+//! Feature `testkit`; without it only the sparse sector itself is built,
+//! for `porep_partition_instance` (a PoRep test setup's circuit).
 
+#[cfg(feature = "testkit")]
 mod check;
+#[cfg(feature = "testkit")]
 mod post;
 mod sector;
+#[cfg(feature = "testkit")]
 mod snap;
 mod tree;
 
-use std::any::Any;
-use std::path::{Path, PathBuf};
-
 use filecoin_hashers::poseidon::{PoseidonDomain, PoseidonHasher};
-use filecoin_hashers::Domain;
-use filecoin_proofs::{with_shape, PoStType, VanillaSealProof};
-use filecoin_proofs_api::seal::{SealCommitPhase1Output, VanillaSealProof as C1VanillaProofs};
-use filecoin_proofs_api::RegisteredSealProof;
+use filecoin_proofs::VanillaSealProof;
 use rand::RngCore;
 use storage_proofs_core::merkle::MerkleTreeTrait;
 
-pub use check::check_vanilla;
-
-use crate::payload::Payload;
-use crate::registered::{prover_id, sector_size_name};
-use crate::vanilla::{self, random_32, MINER_ID, SECTOR_NUMBER};
-use crate::{current_post_proof, current_seal_proof, current_update_proof};
+use crate::registered::prover_id;
 use sector::{SectorIdentity, SparseSector};
+
+#[cfg(feature = "testkit")]
+pub use check::check_vanilla;
+#[cfg(feature = "testkit")]
+use {
+    crate::payload::Payload,
+    crate::registered::sector_size_name,
+    crate::vanilla,
+    crate::{current_post_proof, current_seal_proof, current_update_proof},
+    filecoin_hashers::Domain,
+    filecoin_proofs::{with_shape, PoStType},
+    filecoin_proofs_api::seal::{SealCommitPhase1Output, VanillaSealProof as C1VanillaProofs},
+    filecoin_proofs_api::RegisteredSealProof,
+    std::any::Any,
+    std::path::{Path, PathBuf},
+};
+
+// The generated inputs' identity lives here, not in `vanilla` (which
+// re-exports it), because `porep_partition_instance` is built without testkit.
+
+/// The miner every generated input is for (`f01000`), sealed or sparse.
+pub const MINER_ID: u64 = 1000;
+/// The sector number every generated input is for.
+pub const SECTOR_NUMBER: u64 = 1;
+
+pub(crate) fn random_32(rng: &mut (impl RngCore + ?Sized)) -> [u8; 32] {
+    let mut b = [0u8; 32];
+    rng.fill_bytes(&mut b);
+    b
+}
 
 /// The four payloads (PoRep C2, SnapDeals, WindowPoSt partition 0,
 /// WinningPoSt) of one sparse CC sector of `sector_size` bytes, for
 /// miner [`MINER_ID`] and sector [`SECTOR_NUMBER`]; `rng` gives the
 /// ticket, seed, randomness and every label nothing constrains.
+#[cfg(feature = "testkit")]
 pub fn generate(sector_size: u64, rng: &mut impl RngCore) -> Result<Vec<Payload>, String> {
     let _span = tracing::info_span!("gen_sparse", sector_size = %sector_size_name(sector_size)).entered();
     let seal_proof = current_seal_proof(sector_size).ok_or_else(|| format!("no registered seal proof for {}", sector_size_name(sector_size)))?;
@@ -49,6 +75,7 @@ pub fn generate(sector_size: u64, rng: &mut impl RngCore) -> Result<Vec<Payload>
     with_shape!(sector_size, generate_shaped, seal_proof, rng)
 }
 
+#[cfg(feature = "testkit")]
 fn generate_shaped<Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>>(
     seal_proof: RegisteredSealProof,
     rng: &mut dyn RngCore,
@@ -109,10 +136,12 @@ pub(crate) fn porep_partition_instance<Tree: 'static + MerkleTreeTrait<Hasher = 
 
 /// [`generate`], then each payload written to `out_dir` under its kind's
 /// file name, as [`vanilla::generate_to_dir`] writes them. Returns the files.
+#[cfg(feature = "testkit")]
 pub fn generate_to_dir(sector_size: u64, out_dir: &Path, rng: &mut impl RngCore) -> Result<Vec<PathBuf>, String> {
     vanilla::write_payloads(&generate(sector_size, rng)?, out_dir)
 }
 
+#[cfg(feature = "testkit")]
 fn bytes(d: &impl Domain) -> [u8; 32] {
     d.as_ref().try_into().expect("a domain element is 32 bytes")
 }
@@ -120,6 +149,7 @@ fn bytes(d: &impl Domain) -> [u8; 32] {
 /// The C1 output's form of the vanilla proofs: filecoin-proofs-api keeps
 /// them in an enum with one variant per tree shape (what its private
 /// `from_raw` does by downcasting, done here the same way).
+#[cfg(feature = "testkit")]
 fn c1_vanilla_proofs<Tree: 'static + MerkleTreeTrait>(proofs: Vec<Vec<VanillaSealProof<Tree>>>) -> Result<C1VanillaProofs, String> {
     use filecoin_proofs::{SectorShape2KiB, SectorShape32GiB, SectorShape512MiB, SectorShape64GiB, SectorShape8MiB};
     let proofs: Box<dyn Any> = Box::new(proofs);

@@ -19,9 +19,10 @@ use storage_proofs_post::fallback::{Proof, SectorProof};
 
 use super::sector::SparseSector;
 use super::tree::{SparseTree, TreeShape};
+use super::{MINER_ID, SECTOR_NUMBER};
 use crate::payload::{Payload, PayloadKind};
 use crate::registered::{post_proof_number, prover_id};
-use crate::vanilla::{random_randomness, MINER_ID, SECTOR_NUMBER};
+use crate::vanilla::random_randomness;
 
 /// The PoSt payload of `proof` (WinningPoSt: the PoRep sector; WindowPoSt:
 /// partition 0, full: the PoRep sector and as many sparse sectors as one

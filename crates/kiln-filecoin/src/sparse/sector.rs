@@ -37,6 +37,8 @@ type Labels = Vec<PoseidonDomain>;
 pub(crate) struct SparseSector<Tree: MerkleTreeTrait<Hasher = PoseidonHasher>> {
     pub(crate) replica_id: PoseidonDomain,
     pub(crate) comm_d: Sha256Domain,
+    /// (Read by the testkit's PoSt payloads only.)
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub(crate) comm_c: PoseidonDomain,
     pub(crate) comm_r: PoseidonDomain,
     /// Each partition's challenges, in filecoin-proofs' order.
