@@ -518,16 +518,7 @@ impl Engine {
         for t in std::mem::take(&mut *shared.threads.lock()) {
             let _ = t.join();
         }
-        // Backends can outlive the engine (a caller may start the next one
-        // with the same backends), but what they placed for this engine's
-        // parameters was counted in this engine's budget only: it leaves
-        // with the engine.
-        for pid in shared.srs.statuses().into_iter().filter_map(|s| s.params_id) {
-            let device_bytes: u64 = shared.backends.iter().map(|b| b.evict_device(pid)).sum();
-            if device_bytes > 0 {
-                tracing::info!(device_bytes, "parameters evicted from device memory at shutdown");
-            }
-        }
+        shared.srs.release_devices();
     }
 
     fn in_flight(&self) -> usize {

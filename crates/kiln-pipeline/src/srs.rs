@@ -429,6 +429,17 @@ impl SrsManager {
         freed
     }
 
+    /// Every parameter set's device copies, when the engine shuts down:
+    /// backends can outlive it (a caller may start the next engine with the
+    /// same backends), but what they placed for these parameters was
+    /// counted in this engine's budget only.
+    pub(crate) fn release_devices(&self) {
+        let placed: Vec<u64> = self.entries.lock().values().filter_map(|e| e.params_id).collect();
+        for params_id in placed {
+            (self.evict_devices)(params_id);
+        }
+    }
+
     /// Made parameters' device copies go with them: what they keep on the
     /// host was reserved with the parameters ([`PlacementHost`]).
     fn drop_device_copies(&self, made: Option<u64>) {
