@@ -19,6 +19,8 @@
 #            engine (STEADY, default 3): proofs per hour and GPU busy
 #   rest     32 GiB WindowPoSt and SnapDeals (REST_KINDS), one proof each
 #   latency  WinningPoSt/WindowPoSt latency under a full PoRep/SnapDeals load, 2 KiB
+#   latency32  32 GiB WinningPoSt latency under a full 32 GiB PoRep load
+#            (isolated mode only: LAT_SAMPLES, LAT_BULK jobs in flight, MEMBUDGET_GIB)
 #   ptx      the kernels JIT-compiled from the fatbin's PTX (CUDA_FORCE_PTX_JIT=1)
 #            against the CPU: what a GPU newer than every machine-code target runs
 #   faults   KILN_FAULTS on the GPU backend: a daemon with injected errors and
@@ -110,7 +112,7 @@ for step in "$@"; do
     ;;
   steady)
     stamp "32 GiB PoRep C2, ${STEADY:-3} jobs at once"
-    KILN_LOG=kiln_pipeline=info timeout $(lim 580) ./bench-filecoin --inputs in32 --kinds porep --test-setup /tmp/ts32 --warmup 0 --timed 1 \
+    KILN_LOG=kiln_pipeline=info,kiln_groth16=info timeout $(lim 580) ./bench-filecoin --inputs in32 --kinds porep --test-setup /tmp/ts32 --warmup 0 --timed 1 \
       --steady "${STEADY:-3}" --memory-budget ${MEMBUDGET:-100GiB} --out "$OUT/s32" > "$OUT/s32.txt" 2> "$OUT/s32.log"
     echo "rc=$?"; tail -8 "$OUT/s32.txt"
     ;;
@@ -125,6 +127,13 @@ for step in "$@"; do
     FIL_PROOFS_PARAMETER_CACHE=/tmp/ts2k KILN_TEST_SETUP_DIR=/tmp/ts2k timeout $(lim 400) ./bench-latency --inputs in2k --samples 20 \
       --out "$OUT/lat2k" > "$OUT/lat2k.txt" 2> "$OUT/lat2k.log"
     echo "rc=$?"; tail -12 "$OUT/lat2k.txt"
+    ;;
+  latency32)
+    stamp "32 GiB WinningPoSt latency, unloaded and under a full 32 GiB PoRep load"
+    FIL_PROOFS_PARAMETER_CACHE=/tmp/ts32 KILN_TEST_SETUP_DIR=/tmp/ts32 KILN_LOG=kiln_pipeline=info,kiln_groth16=info timeout $(lim 580) ./bench-latency --inputs in32 \
+      --critical winning --bulk porep --modes isolated --samples ${LAT_SAMPLES:-10} --bulk-in-flight ${LAT_BULK:-3} --settle-s 10 --bulk-window-s 30 \
+      --engine memory_budget_bytes=$(( ${MEMBUDGET_GIB:-90} << 30 )) --out "$OUT/lat32" > "$OUT/lat32.txt" 2> "$OUT/lat32.log"
+    echo "rc=$?"; tail -12 "$OUT/lat32.txt"
     ;;
   ptx)
     stamp "the kernels from PTX (CUDA_FORCE_PTX_JIT=1): $(./kiln --version)"

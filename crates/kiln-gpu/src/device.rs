@@ -2,7 +2,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::sys::CUdevice_attribute;
+use cudarc::driver::sys::{self, CUdevice_attribute};
 use cudarc::driver::{CudaContext, CudaStream};
 
 use crate::error::GpuError;
@@ -97,6 +97,43 @@ impl GpuDevice {
     /// (free, total) device memory in bytes, now.
     pub fn memory(&self) -> Result<(usize, usize), GpuError> {
         Ok(self.ctx.mem_get_info()?)
+    }
+
+    /// Bytes kiln's buffers on this device hold now (every one comes from
+    /// the device's stream-ordered pool), and the most they held at once
+    /// since [`GpuDevice::reset_allocation_peak`]: exact, where sampling
+    /// free memory misses short peaks and counts what the pool keeps in
+    /// reserve.
+    pub fn allocated_bytes(&self) -> Result<(u64, u64), GpuError> {
+        let pool = self.mem_pool()?;
+        let get = |attr| -> Result<u64, GpuError> {
+            let mut v: u64 = 0;
+            // SAFETY: both attributes are cuuint64_t values the driver
+            // writes into `v`, which outlives the call.
+            unsafe { sys::cuMemPoolGetAttribute(pool, attr, &mut v as *mut u64 as *mut std::ffi::c_void) }.result()?;
+            Ok(v)
+        };
+        Ok((get(sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT)?, get(sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH)?))
+    }
+
+    /// Starts a new peak for [`GpuDevice::allocated_bytes`].
+    pub fn reset_allocation_peak(&self) -> Result<(), GpuError> {
+        let pool = self.mem_pool()?;
+        let mut zero: u64 = 0;
+        // SAFETY: the high-water attribute takes a cuuint64_t, and 0 is the
+        // one value the driver accepts for it; `zero` outlives the call.
+        unsafe { sys::cuMemPoolSetAttribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH, &mut zero as *mut u64 as *mut std::ffi::c_void) }.result()?;
+        Ok(())
+    }
+
+    /// The pool `cuMemAllocAsync` takes this device's buffers from.
+    fn mem_pool(&self) -> Result<sys::CUmemoryPool, GpuError> {
+        self.ctx.bind_to_thread()?;
+        let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+        // SAFETY: `pool` is written by the driver for a device handle the
+        // open context belongs to.
+        unsafe { sys::cuDeviceGetMemPool(&mut pool, self.ctx.cu_device()) }.result()?;
+        Ok(pool)
     }
 
     /// A new stream on this device.

@@ -126,23 +126,17 @@ impl GpuDevice {
     /// window sums (XYZZ words, synchronized) and the window bits.
     #[allow(clippy::too_many_arguments)]
     fn msm_buckets(&self, s: &GpuStream, sk: &ScalarKernels, cv: &GroupKernels, prof: &mut Profile, points: u64, sp: u64, sel: Selection, cls: &cudarc::driver::CudaSlice<u8>, n: usize, general: usize) -> Result<(Vec<u64>, u32), GpuError> {
-        let tune = Tuning::for_size(general);
-        let c = self.msm_window(general);
-        let w = msm_windows(c) as usize;
-        let nb = 1usize << (c - 1);
-        let xw = cv.xyzz_words;
+        let plan = BucketPlan::new(self, general, cv.xyzz_words);
+        let BucketPlan { tune, c, w, nb, xw, chunks, run, segs } = plan;
         let counts = s.alloc_zeros::<u32>(w * nb)?;
         let offsets = unsafe { s.alloc::<u32>(w * nb) }?;
         let cursor = unsafe { s.alloc::<u32>(w * nb) }?;
         let sorted = unsafe { s.alloc::<u32>(w * general) }?;
         // Zero = infinity: empty buckets are never written.
         let buckets = s.alloc_zeros::<u64>(w * nb * xw)?;
-        let chunks = w * general.div_ceil(tune.acc_chunk);
         let first = unsafe { s.alloc::<u64>(chunks * xw) }?;
         let last = unsafe { s.alloc::<u64>(chunks * xw) }?;
         let (pfirst, plast, k32) = (raw(&first, s), raw(&last, s), tune.acc_chunk as u32);
-        let run = tune.reduce_run.min(nb);
-        let segs = nb / run;
         let mut red = unsafe { s.alloc::<u64>(w * segs * xw) }?;
         let (pc, po, pcur, pcls, psorted, pb) = (raw(&counts, s), raw(&offsets, s), raw(&cursor, s), raw(cls, s), raw(&sorted, s), raw(&buckets, s));
         let (n32, g32, c32, w32) = (n as u32, general as u32, c, w as u32);
@@ -189,11 +183,7 @@ impl GpuDevice {
     fn msm_ones(&self, s: &GpuStream, cv: &GroupKernels, points: u64, list: &cudarc::driver::CudaSlice<u32>, count: usize) -> Result<Vec<u64>, GpuError> {
         let xw = cv.xyzz_words;
         let tune = Tuning::for_size(count);
-        // Up to ~8K threads per SM (a power of two, so the group sums below
-        // divide evenly), each with about `ones_chunk` points.
-        let cap = (self.info.sm_count as usize * 8192).next_power_of_two() / 2;
-        // Whole blocks of ACC_BLOCK: every launched thread writes a partial.
-        let mut threads = (count / tune.ones_chunk).next_power_of_two().clamp(ACC_BLOCK as usize, cap.max(ACC_BLOCK as usize));
+        let mut threads = self.ones_threads(count, tune);
         let mut part = unsafe { s.alloc::<u64>(threads * xw) }?;
         // SAFETY: kiln_msm_ones_*(points, ones, count, out): the list holds
         // `count` ranks of `points`; out a point per launched thread
@@ -210,6 +200,74 @@ impl GpuDevice {
             threads /= g;
         }
         Ok(s.clone_dtoh(&part)?)
+    }
+}
+
+impl GpuDevice {
+    /// Threads of the ones-sum for `count` ones: up to ~8K per SM (a power
+    /// of two, so the group sums divide evenly), each with about
+    /// `ones_chunk` points, in whole blocks of ACC_BLOCK (every launched
+    /// thread writes a partial).
+    fn ones_threads(&self, count: usize, tune: Tuning) -> usize {
+        let cap = (self.info.sm_count as usize * 8192).next_power_of_two() / 2;
+        (count / tune.ones_chunk).next_power_of_two().clamp(ACC_BLOCK as usize, cap.max(ACC_BLOCK as usize))
+    }
+
+    /// The most device memory one [`GpuDevice::msm`] of `n` scalars in `G`
+    /// allocates on this device beside its inputs, in bytes (all of it is
+    /// freed before the call returns): what a caller must leave free for
+    /// it. Counts every scalar as general (in a bucket) and as a one, and
+    /// a density bitmap; the window is the one the call would choose.
+    pub fn msm_scratch_bytes<G: DeviceGroup>(&self, n: usize) -> u64 {
+        let xw = G::kernels(&self.k).xyzz_words;
+        let n = n.max(1);
+        // classify: n class bytes, n u32 ones, the bitmap and its prefix
+        // sums (one u64 each per 64 scalars), two counters.
+        let classes = n as u64 * (1 + 4) + 2 * 8 * n.div_ceil(64) as u64 + 8;
+        let buckets = BucketPlan::new(self, n, xw).bytes(n);
+        // The ones' partials, and the first group sum's output beside them.
+        let ones = 2 * (self.ones_threads(n, Tuning::for_size(n)) * xw * 8) as u64;
+        classes + buckets.max(ones)
+    }
+}
+
+/// The window and the sizes of the bucket stage's buffers for `general`
+/// scalars: one place for what `msm_buckets` allocates and what
+/// [`GpuDevice::msm_scratch_bytes`] says it will.
+#[derive(Clone, Copy)]
+struct BucketPlan {
+    tune: Tuning,
+    c: u32,
+    /// Windows, and buckets per window (signed digits: 2^(c-1)).
+    w: usize,
+    nb: usize,
+    /// u64 words of one XYZZ point.
+    xw: usize,
+    /// Accumulation chunks over all windows.
+    chunks: usize,
+    /// Buckets per reduction thread, and reduction segments per window.
+    run: usize,
+    segs: usize,
+}
+
+impl BucketPlan {
+    fn new(dev: &GpuDevice, general: usize, xw: usize) -> Self {
+        let tune = Tuning::for_size(general);
+        let c = dev.msm_window(general);
+        let (w, nb) = (msm_windows(c) as usize, 1usize << (c - 1));
+        let run = tune.reduce_run.min(nb);
+        BucketPlan { tune, c, w, nb, xw, chunks: w * general.div_ceil(tune.acc_chunk), run, segs: nb / run }
+    }
+
+    /// Bytes of the buffers alive together: counts, offsets and cursors
+    /// (u32 per bucket), the sorted ranks (u32 per window and scalar), the
+    /// buckets, two partial sums per chunk, and the segment sums twice
+    /// (each group-sum round allocates its output before the input goes).
+    fn bytes(&self, general: usize) -> u64 {
+        let (w, nb) = (self.w as u64, self.nb as u64);
+        let u32s = 3 * w * nb + w * general as u64;
+        let points = w * nb + 2 * self.chunks as u64 + 2 * w * self.segs as u64;
+        4 * u32s + 8 * self.xw as u64 * points
     }
 }
 

@@ -94,6 +94,23 @@ impl GpuDevice {
 
     /// Runs all passes of one DIF (natural -> bit-reversed) or DIT
     /// (bit-reversed -> natural) transform in place on 2^log_n elements.
+    /// Device memory the NTT tables of 2^`log_n` in `F` take, in bytes:
+    /// two twiddle tables of 2^(log_n - 1) elements and four two-part
+    /// scale tables. They are made by the first NTT or H pipeline of that
+    /// size here and stay for the device's life.
+    pub fn ntt_tables_bytes<F: DeviceField>(&self, log_n: u32) -> u64 {
+        if log_n == 0 {
+            return 0;
+        }
+        let bits = log_n.div_ceil(2);
+        32 * (2 * (1u64 << (log_n - 1)) + 4 * ((1u64 << bits) + (1u64 << (log_n - bits))))
+    }
+
+    /// Whether the NTT tables of 2^`log_n` in `F` are made on this device.
+    pub fn has_ntt_tables<F: DeviceField>(&self, log_n: u32) -> bool {
+        self.ntt_tables.lock().unwrap().contains_key(&(F::ID, log_n))
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn ntt_passes(
         &self,

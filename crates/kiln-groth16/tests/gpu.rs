@@ -327,3 +327,39 @@ fn streamed_sections_are_read_from_the_file_and_a_failed_read_is_an_error() {
     let err = run(&gpu).unwrap_err();
     assert!(matches!(err, ProveError::Params(ParamsError::Changed { .. })), "{err}");
 }
+
+/// One proof's device memory stays within what the gate admits it for and
+/// placement leaves free (`GpuContext::proof_working_bytes`), and the
+/// estimate is not far above it: the device pool's high-water mark during a
+/// proof that runs alone (its parameters placed and its NTT tables made by
+/// an earlier proof), less what was allocated before it, is at most the
+/// estimate and more than half of it (beyond the allocator's slack). Sizes
+/// from tiny to 2^20, where the MSMs' scratch sets the peak.
+#[test]
+fn a_proofs_device_memory_stays_within_its_working_bytes() {
+    let Some(ctx) = gpu_context(0, "the estimate is made of kiln-gpu's own sizes, which the kernels' checks exercise") else { return };
+    // Small streaming chunks: the estimate's allowance for them is not what is measured here.
+    ctx.set_stream_chunk_bytes(1 << 16);
+    let gpu = GpuBackend::new(&ctx, 0).unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(23);
+    for constraints in [3001, 70_000, (1 << 20) - 100] {
+        let c = SyntheticCircuit { kind: WorkloadKind::FilecoinLike, constraints, inputs: 4, structure_seed: 5, witness_seed: Some(6) };
+        let params = Arc::new(setup::test_setup(c, [3; 32], &mut |_| Ok(())).unwrap());
+        let mut prove = || {
+            let asg = synthesize(c, AssignmentBuffers::heap()).unwrap();
+            finish(prove_start(&gpu, &params, asg, Randomness::random(&mut rng)).unwrap()).unwrap()
+        };
+        prove();
+        let dev = ctx.device();
+        let (before, _) = dev.allocated_bytes().unwrap();
+        dev.reset_allocation_peak().unwrap();
+        prove();
+        let (_, high) = dev.allocated_bytes().unwrap();
+        let peak = high.saturating_sub(before);
+        let estimate = ctx.proof_working_bytes(&params.shape());
+        eprintln!("{constraints} constraints: device memory peak {peak} B, estimate {estimate} B");
+        assert!(peak > 0, "{constraints} constraints: the pool says {before} B before the proof and {high} B at most during it");
+        assert!(peak <= estimate, "{constraints} constraints: a proof took {peak} B of device memory, {estimate} B were allowed for it");
+        assert!(estimate < 2 * peak + (80 << 20), "{constraints} constraints: the estimate {estimate} B is far above the {peak} B a proof took");
+    }
+}

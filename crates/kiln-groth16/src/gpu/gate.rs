@@ -1,7 +1,7 @@
 //! How many proofs hold buffers on one device at once. A worker's `start`
 //! copies a proof's witness to the device while earlier proofs still run
 //! there; each proof's buffers and kernel scratch take about
-//! `proof_working_bytes` (the room placement leaves beside the parameters),
+//! `GpuContext::proof_working_bytes` (the room placement leaves beside the parameters),
 //! so a start waits here until the proofs already admitted leave room
 //! for one more. One proof is always admitted, so a device whose memory
 //! holds one proof never waits on itself. Without this gate two workers

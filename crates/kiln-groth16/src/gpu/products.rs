@@ -23,7 +23,7 @@ use ff::Field;
 use kiln_gpu::{DeviceR1cs, DeviceScalars, DeviceSpan, GpuStream, HostMatrix, HostR1cs};
 use kiln_synth::{Assignment, CompiledR1cs, SynthError};
 
-use super::srs::{gpu_err, proof_working_bytes, srs_device_bytes, GpuContext};
+use super::srs::{gpu_err, srs_device_bytes, GpuContext};
 use crate::error::ProveError;
 use crate::params::ParamsFile;
 use crate::prover::{PhaseTimings, ProductsSupport};
@@ -95,8 +95,7 @@ impl GpuContext {
     /// VRAM one circuit's matrices may take now, with `reserved` more
     /// bytes still to be placed first.
     fn room_for_matrices(&self, params: &ParamsFile, reserved: u64) -> Result<u64, ProveError> {
-        let (free, _) = self.device.memory().map_err(gpu_err)?;
-        let room = (free as u64).saturating_sub(proof_working_bytes(&params.shape()) + reserved);
+        let room = self.room_beside_a_proof(&params.shape())?.saturating_sub(reserved);
         Ok(self.limits.lock().matrix_vram.map_or(room, |cap| cap.min(room)))
     }
 

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use kiln_gpu::{DeviceG1, DeviceG2, DeviceGroup, DevicePoints, GpuDevice, GpuError, GpuStream};
 use parking_lot::Mutex;
 
@@ -227,25 +227,37 @@ impl GpuContext {
             return Ok((r, false)); // placed by another worker while this one waited
         }
         let r = Arc::new(self.place_srs(params, b_inputs, stream)?);
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        tracing::info!(
+            params_id = key,
+            device = self.device.info().ordinal,
+            vram_gib = gib(r.device_bytes),
+            streamed_gib = gib(r.streamed_bytes),
+            proof_working_gib = gib(self.proof_working_bytes(&params.shape())),
+            "parameters placed"
+        );
         self.resident.lock().insert(key, r.clone());
         Ok((r, true))
     }
 
-    /// Waits until a proof of `params`' shape fits on the device beside
-    /// the proofs already there (see gate.rs); the admission ends when it
-    /// is dropped, with the proof's device buffers.
     /// Proofs holding buffers on this device now.
     pub(super) fn proofs_on_device(&self) -> usize {
         self.gate.admitted()
     }
 
+    /// Waits until a proof of `params`' shape fits on the device beside
+    /// the proofs already there (see gate.rs); the admission ends when it
+    /// is dropped, with the proof's device buffers.
     pub(super) fn admit(&self, params: &ParamsFile) -> Admitted {
+        let shape = params.shape();
         let total = self.device.info().total_memory as u64;
+        // The NTT tables of this domain, made by its first proof, stay.
+        let tables = self.device.ntt_tables_bytes::<Scalar>(shape.domain().trailing_zeros());
         let capacity = || {
             let placed: u64 = self.resident().iter().map(|r| r.device_bytes).sum();
-            total.saturating_sub(placed + CONTEXT_MARGIN)
+            total.saturating_sub(placed + tables + CONTEXT_MARGIN)
         };
-        self.gate.admit(proof_working_bytes(&params.shape()), capacity)
+        self.gate.admit(self.proof_working_bytes(&shape), capacity)
     }
 
     /// Host memory placing `params` on this device will hold (see
@@ -269,9 +281,8 @@ impl GpuContext {
     /// Which sections stay in VRAM: all that fit in what is free now less
     /// one proof's working space, within the configured cap.
     fn residency(&self, params: &ParamsFile, sections: &[(Section, Range<usize>); 5]) -> Result<[bool; 5], ProveError> {
-        let (free, _) = self.device.memory().map_err(gpu_err)?;
+        let room = self.room_beside_a_proof(&params.shape())?;
         let limits = *self.limits.lock();
-        let room = (free as u64).saturating_sub(proof_working_bytes(&params.shape()));
         Ok(choose_resident(sections, limits.srs_vram.map_or(room, |cap| cap.min(room)), limits.chunk_bytes))
     }
 
@@ -376,11 +387,44 @@ pub(super) fn srs_device_bytes(shape: &ParamsShape, b_inputs: usize) -> u64 {
     device_sections(shape, b_inputs).iter().map(section_bytes).sum()
 }
 
-/// The margin kept free for one proof's own buffers (a, b, c, aux, MSM
-/// scratch) when parameters or matrices are placed.
-pub(super) fn proof_working_bytes(shape: &ParamsShape) -> u64 {
-    8 * 32 * (shape.h_len + 1 + shape.l_len) as u64
+impl GpuContext {
+    /// The most device memory one proof of `shape` holds at once on this
+    /// device: what placement keeps free beside the parameters and
+    /// matrices, and what the gate admits a proof for. Its largest phase
+    /// (the H pipeline runs in place):
+    /// - the witness: a, b, c over the domain, aux and the inputs;
+    /// - the H MSM: a (now h), aux, and the MSM's scratch over the domain;
+    /// - the aux MSMs: aux, and the larger of the G1 and G2 scratch;
+    ///
+    /// plus a streamed section's device chunks (converted points and two
+    /// raw slots), and 1/16 and `ALLOCATOR_SLACK` for the allocator's
+    /// rounding and small buffers.
+    /// The NTT tables are counted apart: they are made once per domain and
+    /// stay.
+    pub fn proof_working_bytes(&self, shape: &ParamsShape) -> u64 {
+        let (dev, m, aux) = (&self.device, shape.domain(), shape.l_len);
+        let scalars = |count: usize| 32 * count as u64;
+        let witness = scalars(3 * m + aux + shape.num_inputs);
+        let h_msm = scalars(m + aux) + dev.msm_scratch_bytes::<G1Projective>(m);
+        let aux_msms = scalars(aux) + dev.msm_scratch_bytes::<G1Projective>(aux).max(dev.msm_scratch_bytes::<G2Projective>(aux));
+        let peak = witness.max(h_msm).max(aux_msms) + 3 * self.stream_chunk_bytes() as u64;
+        peak + peak / 16 + ALLOCATOR_SLACK
+    }
+
+    /// VRAM free now for parameters or matrices of `shape`'s circuit: the
+    /// device's free memory less one proof's working space and the NTT
+    /// tables still to be made.
+    pub(super) fn room_beside_a_proof(&self, shape: &ParamsShape) -> Result<u64, ProveError> {
+        let (free, _) = self.device.memory().map_err(gpu_err)?;
+        let log_m = shape.domain().trailing_zeros();
+        let tables = if self.device.has_ntt_tables::<Scalar>(log_m) { 0 } else { self.device.ntt_tables_bytes::<Scalar>(log_m) };
+        Ok((free as u64).saturating_sub(self.proof_working_bytes(shape) + tables))
+    }
 }
+
+/// What one proof's allocations may take beyond their sizes: the
+/// stream-ordered pool reserves device memory in its own granules.
+const ALLOCATOR_SLACK: u64 = 64 << 20;
 
 /// Device memory not counted for parameters or proofs: the CUDA
 /// context, kernels, the streamers' slots.
