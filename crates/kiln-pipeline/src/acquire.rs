@@ -88,7 +88,7 @@ fn attempt(shared: &Shared, job: &Arc<Job>, footprint: &PartitionFootprint, lane
         return Attempt::YieldedToCritical;
     }
     let t_lease = Instant::now();
-    let lease = match shared.srs.lease(&job.srs, budget, abort) {
+    let lease = match shared.srs.lease(&job.srs, budget, lane, abort) {
         Ok(Some(lease)) => lease,
         Ok(None) => return interrupted(),
         Err(e) => return Attempt::Done(Acquisition::Failed(e)),

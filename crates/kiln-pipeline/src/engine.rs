@@ -120,7 +120,7 @@ impl Engine {
         };
         let health = Health::new(&workers.iter().map(|(b, takes)| (b.device(), *takes)).collect::<Vec<_>>(), &config);
         let shared = Arc::new(Shared {
-            srs: SrsManager::new(budget.clone(), pool.clone(), evict_devices, crate::srs::placement_host(&backends)),
+            srs: SrsManager::new(budget.clone(), pool.clone(), evict_devices, crate::srs::placement_host(&backends), lanes.reserve_bytes),
             circuits: crate::circuits::circuit_cache(&config, &budget),
             counters: StageCounters::new(config.counter_log_interval_ms),
             synth_queue: WorkQueue::new(None),
@@ -361,7 +361,7 @@ impl Engine {
         // A preload is one more acquirer of memory: take the gate like a worker.
         let _gate = shared.acquire_gate.lock();
         let lease =
-            shared.srs.lease(&spec, &shared.budget, || shared.is_stopping()).map_err(EngineError::Srs)?.ok_or(EngineError::ShutDown)?;
+            shared.srs.lease(&spec, &shared.budget, Lane::Bulk, || shared.is_stopping()).map_err(EngineError::Srs)?.ok_or(EngineError::ShutDown)?;
         drop(lease); // hot and idle: cached until evicted
         Ok(PreloadResult { already_loaded: false, load_time: started.elapsed() })
     }

@@ -10,6 +10,12 @@
 //! hot parameters with no lease are idle and may be evicted when memory is
 //! needed: by the budget's [`Evictor`] hook, when a lease is dropped while
 //! reservations wait, or by [`evict`](SrsManager::evict).
+//!
+//! Parameters the critical lane proved with stay loaded through memory
+//! pressure while they fit in its reserve: a WinningPoSt that had to load
+//! (or make) its parameters again after bulk work took their memory would
+//! lose seconds to it (32 GiB on an H100: 1-2.7 s per job). Only
+//! [`evict`](SrsManager::evict) unloads them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -21,6 +27,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 
 use crate::job::SrsSpec;
+use crate::lanes::Lane;
 use crate::wait::block_on_abortable;
 
 /// How long a reservation waits before idle pool buffers are freed for it.
@@ -98,6 +105,10 @@ struct Entry {
     params_id: Option<u64>,
     refs: usize,
     last_used: Instant,
+    /// Leased for the critical lane at least once: kept through memory
+    /// pressure while the critical reserve holds it
+    /// ([`SrsManager::evict_idle_srs`]).
+    critical: bool,
 }
 
 impl Entry {
@@ -149,6 +160,9 @@ pub(crate) struct SrsManager {
     pool: PinnedPool,
     evict_devices: EvictDevices,
     placement_host: PlacementHost,
+    /// Bytes of critical-lane parameters kept through memory pressure:
+    /// the critical reserve.
+    critical_keep: u64,
     entries: Mutex<HashMap<String, Entry>>,
     /// One lock per id, held while its file is generated (so it is made once).
     generating: Mutex<HashMap<String, Arc<Mutex<()>>>>,
@@ -189,12 +203,13 @@ impl Drop for SrsLease {
 }
 
 impl SrsManager {
-    pub(crate) fn new(budget: MemoryBudget, pool: PinnedPool, evict_devices: EvictDevices, placement_host: PlacementHost) -> Arc<Self> {
+    pub(crate) fn new(budget: MemoryBudget, pool: PinnedPool, evict_devices: EvictDevices, placement_host: PlacementHost, critical_keep: u64) -> Arc<Self> {
         let manager = Arc::new(SrsManager {
             budget: budget.clone(),
             pool,
             evict_devices,
             placement_host,
+            critical_keep,
             entries: Mutex::new(HashMap::new()),
             generating: Mutex::new(HashMap::new()),
         });
@@ -214,7 +229,7 @@ impl SrsManager {
             )),
             Some(_) => Ok(()),
             None => {
-                let entry = Entry { spec: spec.clone(), params: None, reservation: None, size: 0, params_id: None, refs: 0, last_used: Instant::now() };
+                let entry = Entry { spec: spec.clone(), params: None, reservation: None, size: 0, params_id: None, refs: 0, last_used: Instant::now(), critical: false };
                 entries.insert(spec.id.clone(), entry);
                 Ok(())
             }
@@ -312,16 +327,17 @@ impl SrsManager {
 
     /// Makes the parameters hot (reserving their size through `budget`, the
     /// engine's budget or its priority handle, evicting idle ones if
-    /// needed) and leases them. Gives up with `Ok(None)` when `abort()`
-    /// turns true while waiting for memory.
+    /// needed) and leases them for a partition of `lane`. Gives up with
+    /// `Ok(None)` when `abort()` turns true while waiting for memory.
     pub(crate) fn lease(
         self: &Arc<Self>,
         spec: &SrsSpec,
         budget: &MemoryBudget,
+        lane: Lane,
         abort: impl Fn() -> bool,
     ) -> Result<Option<SrsLease>, String> {
         let params = self.probe(spec)?;
-        if let Some(lease) = self.try_lease_hot(&spec.id) {
+        if let Some(lease) = self.try_lease_hot(&spec.id, lane) {
             return Ok(Some(lease));
         }
         // With what the devices will keep on the host for them (asked
@@ -342,6 +358,7 @@ impl SrsManager {
         e.size = size;
         e.refs += 1;
         e.last_used = Instant::now();
+        e.critical |= lane == Lane::Critical;
         let params = e.params.clone().expect("set above");
         drop(entries);
         drop(spare); // someone made it hot meanwhile
@@ -349,7 +366,7 @@ impl SrsManager {
         Ok(Some(SrsLease { manager: self.clone(), id: spec.id.clone(), params }))
     }
 
-    fn try_lease_hot(self: &Arc<Self>, id: &str) -> Option<SrsLease> {
+    fn try_lease_hot(self: &Arc<Self>, id: &str, lane: Lane) -> Option<SrsLease> {
         let mut entries = self.entries.lock();
         let e = entries.get_mut(id)?;
         if e.tier() != SrsTier::Hot {
@@ -357,6 +374,7 @@ impl SrsManager {
         }
         e.refs += 1;
         e.last_used = Instant::now();
+        e.critical |= lane == Lane::Critical;
         Some(SrsLease { manager: self.clone(), id: id.to_string(), params: e.params.clone().expect("hot") })
     }
 
@@ -398,14 +416,17 @@ impl SrsManager {
 
     /// Unloads idle hot parameters, least recently used first (those made
     /// by an opener after every file-backed set), until `wanted` bytes are
-    /// freed; never `except`, and made ones only when `which` allows.
-    /// Returns the bytes freed.
+    /// freed; never `except`, nor the critical lane's kept sets
+    /// ([`SrsManager::kept_for_critical`]), and made ones only when `which`
+    /// allows. Returns the bytes freed.
     pub(crate) fn evict_idle_srs(&self, wanted: u64, except: Option<&str>, which: Remakeable) -> u64 {
         let unloaded: Vec<_> = {
             let mut entries = self.entries.lock();
+            let kept = self.kept_for_critical(&entries);
             let mut idle: Vec<_> = entries
                 .values_mut()
                 .filter(|e| e.refs == 0 && e.tier() == SrsTier::Hot && Some(e.spec.id.as_str()) != except)
+                .filter(|e| !kept.contains(&e.spec.id))
                 .filter(|e| which == Remakeable::Any || e.spec.open.is_none())
                 .collect();
             idle.sort_by_key(|e| (e.spec.open.is_some(), e.last_used));
@@ -427,6 +448,23 @@ impl SrsManager {
         }
         drop(unloaded);
         freed
+    }
+
+    /// The hot parameter sets the critical lane proved with that its
+    /// reserve holds: most recently used first, while their sizes add up
+    /// to no more than the reserve.
+    fn kept_for_critical(&self, entries: &HashMap<String, Entry>) -> Vec<String> {
+        let mut critical: Vec<&Entry> = entries.values().filter(|e| e.critical && e.tier() == SrsTier::Hot).collect();
+        critical.sort_by_key(|e| std::cmp::Reverse(e.last_used));
+        let mut held = 0;
+        critical
+            .into_iter()
+            .take_while(|e| {
+                held += e.size;
+                held <= self.critical_keep
+            })
+            .map(|e| e.spec.id.clone())
+            .collect()
     }
 
     /// Every parameter set's device copies, when the engine shuts down:
