@@ -555,7 +555,13 @@ pub(crate) fn finalizer(shared: Arc<Shared>, takes: Takes, nice: i32) {
         let _entered = span.enter();
         let t = Instant::now();
         let limit = shared.health.watchdog_limit(worker, &job.srs.id);
-        let waited = watched("kiln-finish", move || finish(pending), limit, || job.is_stopped() || shared.is_stopping(), || shared.health.is_quarantined(worker));
+        // A critical partition's finish (its proof's check spawns rayon
+        // tasks) runs in the critical lane's pool, not behind bulk work in
+        // rayon's global one.
+        let lane = Lane::of(job.priority);
+        let pools = shared.clone();
+        let finish_in_lane = move || if lane == Lane::Critical { pools.lanes.install(lane, || finish(pending)) } else { finish(pending) };
+        let waited = watched("kiln-finish", finish_in_lane, limit, || job.is_stopped() || shared.is_stopping(), || shared.health.is_quarantined(worker));
         let took = t.elapsed();
         job.add_gpu_compute(took);
         let Some((result, mut held)) = answered(&shared, &job, index, held, worker, waited, WatchedCall::Finish) else { continue };
