@@ -66,7 +66,9 @@ struct Args {
     /// Seconds the bulk load runs before anything is measured.
     #[arg(long, default_value_t = 10)]
     settle_s: u64,
-    /// Seconds the bulk load runs alone, for its throughput.
+    /// Seconds the bulk load runs alone, for its throughput; the loaded
+    /// phase then lasts at least as long (more critical jobs than
+    /// --samples if need be), for the throughput beside critical jobs.
     #[arg(long, default_value_t = 20)]
     bulk_window_s: u64,
     /// Synthetic critical job: 2^N constraints, one partition (WinningPoSt-like).

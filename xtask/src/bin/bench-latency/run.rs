@@ -26,7 +26,8 @@ pub struct Workload {
 /// How long and how often.
 #[derive(Clone, Copy, Debug)]
 pub struct Plan {
-    /// Critical jobs per kind and phase.
+    /// Critical jobs per kind and phase, at least (the loaded phase goes on
+    /// until it has lasted `bulk_window`).
     pub samples: usize,
     /// Pause between two critical jobs, so each meets the load at another
     /// point of its cycle.
@@ -139,21 +140,34 @@ pub fn run_mode(
         let s = prove(&engine, w, format!("{mode}-warmup-{}", w.label), priority)?;
         eprintln!("bench-latency: {mode}: warm-up {}: {:.1} ms", w.label, s.total);
     }
-    let phase = |name: &str, engine: &Engine, log: &mut dyn FnMut(&str, &str, &str, usize, Sample)| -> Result<Vec<Vec<Sample>>> {
-        let mut all = Vec::new();
-        for w in critical {
-            let mut samples = Vec::new();
-            for i in 0..plan.samples {
-                let s = prove(engine, w, format!("{mode}-{name}-{}-{i}", w.label), Priority::Critical)?;
-                log(mode, name, &w.label, i, s);
-                samples.push(s);
-                thread::sleep(plan.gap);
+    // `plan.samples` critical jobs of each kind, one kind after another,
+    // then one of each kind in turn until `at_least` has passed: the loaded
+    // phase lasts as long as the bulk-alone window, so the bulk rate beside
+    // the critical jobs counts as many bulk partitions as the rate alone.
+    let phase = |name: &str, engine: &Engine, log: &mut dyn FnMut(&str, &str, &str, usize, Sample), at_least: Duration| -> Result<Vec<Vec<Sample>>> {
+        let t = Instant::now();
+        let mut all: Vec<Vec<Sample>> = vec![Vec::new(); critical.len()];
+        let mut one = |k: usize, all: &mut Vec<Vec<Sample>>| -> Result<()> {
+            let (w, i) = (&critical[k], all[k].len());
+            let s = prove(engine, w, format!("{mode}-{name}-{}-{i}", w.label), Priority::Critical)?;
+            log(mode, name, &w.label, i, s);
+            all[k].push(s);
+            thread::sleep(plan.gap);
+            Ok(())
+        };
+        for k in 0..critical.len() {
+            for _ in 0..plan.samples {
+                one(k, &mut all)?;
             }
-            all.push(samples);
+        }
+        while t.elapsed() < at_least {
+            for k in 0..critical.len() {
+                one(k, &mut all)?;
+            }
         }
         Ok(all)
     };
-    let unloaded = phase("unloaded", &engine, log)?;
+    let unloaded = phase("unloaded", &engine, log, Duration::ZERO)?;
 
     let load = BulkLoad::start(&engine, bulk, plan.bulk_in_flight, mode);
     thread::sleep(plan.settle);
@@ -163,12 +177,13 @@ pub fn run_mode(
     let bulk_alone_per_s = bulk_partitions / t0.elapsed().as_secs_f64();
     let bulk_per_cpu_s = bulk_partitions / (process_cpu_time() - c0).as_secs_f64().max(1e-9);
     let (p0, t0) = (proved(&engine), Instant::now());
-    let loaded = phase("loaded", &engine, log);
+    let loaded = phase("loaded", &engine, log, plan.bulk_window);
     let elapsed = t0.elapsed().as_secs_f64();
-    let critical_partitions: u64 = critical.iter().map(|w| (w.source.num_partitions() * plan.samples) as u64).sum();
-    let bulk_with_critical_per_s = (proved(&engine) - p0).saturating_sub(critical_partitions) as f64 / elapsed;
+    let proved_beside = proved(&engine) - p0;
     load.stop()?;
     let loaded = loaded?;
+    let critical_partitions: u64 = critical.iter().zip(&loaded).map(|(w, l)| (w.source.num_partitions() * l.len()) as u64).sum();
+    let bulk_with_critical_per_s = proved_beside.saturating_sub(critical_partitions) as f64 / elapsed;
     let status = engine.status();
     eprintln!(
         "bench-latency: {mode}: critical reserve {:.0} MiB, largest critical need {:.0} MiB, critical prover workers {}, bulk threads {} at nice +{}, critical threads {}",
