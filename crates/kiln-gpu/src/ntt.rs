@@ -92,8 +92,6 @@ impl GpuDevice {
         Ok(t)
     }
 
-    /// Runs all passes of one DIF (natural -> bit-reversed) or DIT
-    /// (bit-reversed -> natural) transform in place on 2^log_n elements.
     /// Device memory the NTT tables of 2^`log_n` in `F` take, in bytes:
     /// two twiddle tables of 2^(log_n - 1) elements and four two-part
     /// scale tables. They are made by the first NTT or H pipeline of that
@@ -111,6 +109,8 @@ impl GpuDevice {
         self.ntt_tables.lock().unwrap().contains_key(&(F::ID, log_n))
     }
 
+    /// Runs all passes of one DIF (natural -> bit-reversed) or DIT
+    /// (bit-reversed -> natural) transform in place on 2^log_n elements.
     #[allow(clippy::too_many_arguments)]
     fn ntt_passes(
         &self,
