@@ -120,6 +120,13 @@ impl Entry {
         }
     }
 
+    /// One more partition of `lane` uses it.
+    fn lease_for(&mut self, lane: Lane) {
+        self.refs += 1;
+        self.last_used = Instant::now();
+        self.critical |= lane == Lane::Critical;
+    }
+
     /// The id of made (not file-backed) parameters that are loaded.
     fn made_params_id(&self) -> Option<u64> {
         self.spec.open.as_ref().and(self.params.as_ref()).map(|p| p.id())
@@ -356,9 +363,7 @@ impl SrsManager {
         let spare = if e.reservation.is_some() { Some(reservation) } else { e.reservation = Some(reservation); None };
         e.params.get_or_insert(params);
         e.size = size;
-        e.refs += 1;
-        e.last_used = Instant::now();
-        e.critical |= lane == Lane::Critical;
+        e.lease_for(lane);
         let params = e.params.clone().expect("set above");
         drop(entries);
         drop(spare); // someone made it hot meanwhile
@@ -372,9 +377,7 @@ impl SrsManager {
         if e.tier() != SrsTier::Hot {
             return None;
         }
-        e.refs += 1;
-        e.last_used = Instant::now();
-        e.critical |= lane == Lane::Critical;
+        e.lease_for(lane);
         Some(SrsLease { manager: self.clone(), id: id.to_string(), params: e.params.clone().expect("hot") })
     }
 
