@@ -24,6 +24,9 @@
 //  7. ones:             sums the listed points whose scalar is 1, every
 //                       thread a strided share (they would otherwise pile
 //                       into a single bucket).
+// Passes 1-6 run once per group of windows (all of them unless their
+// buffers would pass the device's share for one MSM): count and scatter
+// take the group's first window and carry the signed digits up to it.
 // The host combines window totals (Horner in 2^c) with blstrs or pasta_curves.
 //
 // Density bitmap (optional): scalar i takes part iff bit i of bitmap is set,
@@ -116,18 +119,31 @@ __device__ __forceinline__ void plain(const S* scalars, uint32_t i, uint32_t s[S
     s[S::N] = 0; s[S::N + 1] = 0;
 }
 
+// The carry into window `wfirst`: a pass over windows [wfirst, wfirst +
+// windows) starts from the digits below it (see msm_buckets' passes).
+__device__ __forceinline__ uint32_t carry_into(const uint32_t* s, uint32_t wfirst, uint32_t c) {
+    uint32_t carry = 0;
+    for (uint32_t w = 0; w < wfirst; w++) {
+        bool neg;
+        window_digit(s, w, c, carry, neg);
+    }
+    return carry;
+}
+
+// Counts of the pass's windows [wfirst, wfirst + windows), indexed from
+// its first window.
 template <class S>
 __device__ __forceinline__ void msm_count(const S* scalars, const uint8_t* cls, uint32_t n, uint32_t c,
-                                          uint32_t windows, uint32_t* counts) {
+                                          uint32_t wfirst, uint32_t windows, uint32_t* counts) {
     uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n || cls[i] != 2) return;
     uint32_t s[S::N + 2];
     plain<S>(scalars, i, s);
     const uint32_t B = 1u << (c - 1);
-    uint32_t carry = 0;
+    uint32_t carry = carry_into(s, wfirst, c);
     for (uint32_t w = 0; w < windows; w++) {
         bool neg;
-        uint32_t d = window_digit(s, w, c, carry, neg);
+        uint32_t d = window_digit(s, wfirst + w, c, carry, neg);
         if (d) atomicAdd(&counts[(size_t)w * B + d - 1], 1u);
     }
 }
@@ -158,8 +174,8 @@ extern "C" __global__ void kiln_msm_scan(const uint32_t* counts, uint32_t* offse
     }
 }
 
-// Window w's sorted list starts at sorted + w * stride (stride: the number
-// of general scalars, which no window exceeds). Windows go in batches of
+// Window wfirst + w's sorted list starts at sorted + w * stride (stride:
+// the number of general scalars, which no window exceeds). Windows go in batches of
 // KILN_MSM_SCATTER_BATCH: a batch's atomics are all issued before the
 // first write that waits for one's answer (with 1, each write waits for
 // its atomic's round trip; 8 measured 1 % faster on G1 2^24, within noise).
@@ -168,8 +184,8 @@ extern "C" __global__ void kiln_msm_scan(const uint32_t* counts, uint32_t* offse
 #endif
 template <class S>
 __device__ __forceinline__ void msm_scatter(const S* scalars, Selection sel, const uint8_t* cls, uint32_t n,
-                                            uint32_t c, uint32_t windows, uint32_t stride, uint32_t* cursor,
-                                            uint32_t* sorted) {
+                                            uint32_t c, uint32_t wfirst, uint32_t windows, uint32_t stride,
+                                            uint32_t* cursor, uint32_t* sorted) {
     constexpr uint32_t BATCH = KILN_MSM_SCATTER_BATCH;
     uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n || cls[i] != 2) return;
@@ -177,7 +193,7 @@ __device__ __forceinline__ void msm_scatter(const S* scalars, Selection sel, con
     select_point(sel, i, pidx);
     plain<S>(scalars, i, s);
     const uint32_t B = 1u << (c - 1);
-    uint32_t carry = 0;
+    uint32_t carry = carry_into(s, wfirst, c);
     for (uint32_t w0 = 0; w0 < windows; w0 += BATCH) {
         uint32_t pos[BATCH], val[BATCH];
 #pragma unroll
@@ -186,7 +202,7 @@ __device__ __forceinline__ void msm_scatter(const S* scalars, Selection sel, con
             const uint32_t w = w0 + j;
             if (w < windows) {
                 bool neg;
-                uint32_t d = window_digit(s, w, c, carry, neg);
+                uint32_t d = window_digit(s, wfirst + w, c, carry, neg);
                 if (d) {
                     pos[j] = atomicAdd(&cursor[(size_t)w * B + d - 1], 1u);
                     val[j] = pidx | (neg ? 0x80000000u : 0u);
@@ -207,13 +223,15 @@ __device__ __forceinline__ void msm_scatter(const S* scalars, Selection sel, con
         msm_classify<S>(scalars, sel, n, cls, totals, ones);                                                 \
     }                                                                                                       \
     extern "C" __global__ void kiln_msm_count##SUFFIX(const S* scalars, const uint8_t* cls, uint32_t n,      \
-                                                     uint32_t c, uint32_t windows, uint32_t* counts) {       \
-        msm_count<S>(scalars, cls, n, c, windows, counts);                                                   \
+                                                     uint32_t c, uint32_t wfirst, uint32_t windows,          \
+                                                     uint32_t* counts) {                                     \
+        msm_count<S>(scalars, cls, n, c, wfirst, windows, counts);                                           \
     }                                                                                                       \
     extern "C" __global__ void kiln_msm_scatter##SUFFIX(const S* scalars, Selection sel, const uint8_t* cls, \
-                                                       uint32_t n, uint32_t c, uint32_t windows,             \
-                                                       uint32_t stride, uint32_t* cursor, uint32_t* sorted) { \
-        msm_scatter<S>(scalars, sel, cls, n, c, windows, stride, cursor, sorted);                            \
+                                                       uint32_t n, uint32_t c, uint32_t wfirst,              \
+                                                       uint32_t windows, uint32_t stride, uint32_t* cursor,  \
+                                                       uint32_t* sorted) {                                   \
+        msm_scatter<S>(scalars, sel, cls, n, c, wfirst, windows, stride, cursor, sorted);                    \
     }
 
 KILN_MSM_SCALARS(, Fr)

@@ -101,6 +101,25 @@ pub fn msm_window_bits(n: usize, sm_count: u32, acc_chunk: usize) -> u32 {
     best.1
 }
 
+/// Windows each pass of an MSM's bucket stage takes: as many as keep the
+/// pass's buffers (`window_bytes` per window) within `cap` bytes, at least
+/// one, spread evenly over the passes it needs. Fewer windows at a time
+/// cost one more read of the scalars per pass; more cost device memory a
+/// proof must keep free (a 2^27 MSM's sorted ranks and chunk partials take
+/// about 1 GB per window).
+pub fn msm_pass_windows(windows: usize, window_bytes: u64, cap: u64) -> usize {
+    let windows = windows.max(1);
+    let most = (cap / window_bytes.max(1)).clamp(1, windows as u64) as usize;
+    windows.div_ceil(windows.div_ceil(most))
+}
+
+/// `KILN_MSM_PASS_BYTES`, read once: the bytes one bucket-stage pass may
+/// allocate, in place of the device's share ([`crate::GpuDevice::msm_pass_bytes`]).
+pub(crate) fn msm_pass_bytes_override() -> Option<u64> {
+    static B: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *B.get_or_init(|| std::env::var("KILN_MSM_PASS_BYTES").ok().and_then(|v| v.parse::<u64>().ok()).filter(|&b| b > 0))
+}
+
 /// Popcount of all bitmap words below each word, and the total: point index
 /// of scalar i is prefix[i/64] + popcount(word & below-bit mask).
 pub fn bitmap_prefix(bitmap: &[u64]) -> (Vec<u32>, usize) {
@@ -126,21 +145,30 @@ pub fn bitmap_rank(bitmap: &[u64], prefix: &[u32], i: usize) -> Option<usize> {
 /// Signed digits of a plain little-endian 256-bit integer in c-bit windows:
 /// sum d_w 2^(c w) == s, |d_w| <= 2^(c-1). Mirrors window_digit in msm.cuh.
 pub fn signed_digits(s: &[u64; 4], c: u32) -> Vec<i64> {
+    signed_digits_in(s, c, 0..msm_windows(c))
+}
+
+/// The digits of `windows` alone, as one pass of an MSM's bucket stage
+/// computes them: the carry runs up from window 0 first (`carry_into` in
+/// msm.cuh), so a pass's digits are those of the whole decomposition.
+pub fn signed_digits_in(s: &[u64; 4], c: u32, windows: std::ops::Range<u32>) -> Vec<i64> {
     let bit = |i: u32| -> u64 { if i >= 256 { 0 } else { (s[(i / 64) as usize] >> (i % 64)) & 1 } };
+    let digit = |w: u32, carry: &mut i64| -> i64 {
+        let raw = (0..c).fold(0i64, |acc, j| acc | ((bit(w * c + j) as i64) << j));
+        let v = raw + *carry;
+        if v > 1i64 << (c - 1) {
+            *carry = 1;
+            v - (1i64 << c)
+        } else {
+            *carry = 0;
+            v
+        }
+    };
     let mut carry = 0i64;
-    (0..msm_windows(c))
-        .map(|w| {
-            let raw = (0..c).fold(0i64, |acc, j| acc | ((bit(w * c + j) as i64) << j));
-            let v = raw + carry;
-            if v > 1i64 << (c - 1) {
-                carry = 1;
-                v - (1i64 << c)
-            } else {
-                carry = 0;
-                v
-            }
-        })
-        .collect()
+    for w in 0..windows.start {
+        digit(w, &mut carry);
+    }
+    windows.map(|w| digit(w, &mut carry)).collect()
 }
 
 #[cfg(test)]
@@ -161,6 +189,27 @@ mod tests {
             assert_eq!(next, log_n);
         }
         assert_eq!(plan_passes(27).len(), 4);
+    }
+
+    #[test]
+    fn msm_passes_cover_the_windows_within_the_cap() {
+        for windows in 1..=40 {
+            for window_bytes in [1u64, 7, 1000, 1 << 30] {
+                for cap in [0u64, 1, 999, 1000, 4000, 13 << 30, u64::MAX] {
+                    let per = msm_pass_windows(windows, window_bytes, cap);
+                    assert!((1..=windows).contains(&per));
+                    // Within the cap unless one window alone is over it.
+                    assert!(per == 1 || per as u64 * window_bytes <= cap, "{windows} windows of {window_bytes} B, cap {cap}: {per}");
+                    // As few passes as the cap allows.
+                    let passes = windows.div_ceil(per);
+                    let most = (cap / window_bytes).clamp(1, windows as u64) as usize;
+                    assert_eq!(passes, windows.div_ceil(most));
+                }
+            }
+        }
+        // A 2^27 MSM (13 windows of ~0.94 GB) on an 80 GB card's 4 GB share.
+        assert_eq!(msm_pass_windows(13, 940 << 20, 4 << 30), 4);
+        assert_eq!(msm_pass_windows(13, 940 << 20, u64::MAX), 13);
     }
 
     #[test]
@@ -188,6 +237,26 @@ mod tests {
         // The choices measured best on the H200 (see msm_window_bits).
         for (n, c) in [(1 << 10, 12), (1 << 17, 13), (262_000, 16), (1 << 23, 20)] {
             assert_eq!(msm_window_bits(n, 132, msm_acc_chunk(n)), c, "n = {n}");
+        }
+    }
+
+    /// Every pass split of the windows sees the digits of the whole
+    /// decomposition (the carry into a pass's first window included).
+    #[test]
+    fn a_pass_of_windows_has_the_whole_decompositions_digits() {
+        let top = [u64::MAX, u64::MAX, u64::MAX, 0x7fffffffffffffff];
+        let carries = [0x8000800080008000u64, 0xffff0000ffff0000, 0x8000800080008000, 0x0000800080008000];
+        for s in [[0u64; 4], [1, 0, 0, 0], top, carries, [0x9e3779b97f4a7c15, 0xf39cc0605cedc834, 0x1082276bf3a27251, 0x5bd1e995]] {
+            for c in [2, 5, 13, 16, 20] {
+                let all = signed_digits(&s, c);
+                let w = all.len() as u32;
+                for pass in 1..=w {
+                    for first in (0..w).step_by(pass as usize) {
+                        let range = first..(first + pass).min(w);
+                        assert_eq!(signed_digits_in(&s, c, range.clone()), all[range.start as usize..range.end as usize], "c = {c}, windows {range:?}");
+                    }
+                }
+            }
         }
     }
 

@@ -13,7 +13,7 @@ use crate::curve::DeviceGroup;
 use crate::field::sealed::{FieldKernels, ScalarKernels};
 use crate::device::{DeviceSpan, GpuDevice, GpuStream};
 use crate::error::GpuError;
-use crate::host::{bitmap_prefix, msm_acc_chunk, msm_reduce_run, msm_window_bits, msm_window_override, msm_windows};
+use crate::host::{bitmap_prefix, msm_acc_chunk, msm_pass_bytes_override, msm_pass_windows, msm_reduce_run, msm_window_bits, msm_window_override, msm_windows};
 use crate::launch::{blocks, launch, raw, Arg, Selection};
 
 /// Threads per block of the bucket-accumulation kernels: the
@@ -64,6 +64,15 @@ impl GpuDevice {
     /// accumulation chunks.
     pub fn msm_window(&self, n: usize) -> u32 {
         msm_window_override().unwrap_or_else(|| msm_window_bits(n, self.info.sm_count, Tuning::for_size(n).acc_chunk))
+    }
+
+    /// The bytes one pass of an MSM's bucket stage may allocate on this
+    /// device: `KILN_MSM_PASS_BYTES` when set, else a twentieth of the
+    /// device's memory. Larger MSMs run their windows in passes, so their
+    /// scratch (which a proof keeps free beside the parameters) stays near
+    /// this share; the extra passes each read the scalars once more.
+    pub fn msm_pass_bytes(&self) -> u64 {
+        msm_pass_bytes_override().unwrap_or(self.info.total_memory as u64 / 20)
     }
 
     /// Runs the kernels on `scalars` = (device address, length in 32-byte
@@ -127,54 +136,71 @@ impl GpuDevice {
     #[allow(clippy::too_many_arguments)]
     fn msm_buckets(&self, s: &GpuStream, sk: &ScalarKernels, cv: &GroupKernels, prof: &mut Profile, points: u64, sp: u64, sel: Selection, cls: &cudarc::driver::CudaSlice<u8>, n: usize, general: usize) -> Result<(Vec<u64>, u32), GpuError> {
         let plan = BucketPlan::new(self, general, cv.xyzz_words);
-        let BucketPlan { tune, c, w, nb, xw, chunks, run, segs } = plan;
-        let counts = s.alloc_zeros::<u32>(w * nb)?;
-        let offsets = unsafe { s.alloc::<u32>(w * nb) }?;
-        let cursor = unsafe { s.alloc::<u32>(w * nb) }?;
-        let sorted = unsafe { s.alloc::<u32>(w * general) }?;
+        let BucketPlan { tune, c, w, pass, nb, xw, chunks, run, segs } = plan;
+        // One set of buffers for `pass` windows, reused by every pass.
+        let mut counts = s.alloc_zeros::<u32>(pass * nb)?;
+        let offsets = unsafe { s.alloc::<u32>(pass * nb) }?;
+        let cursor = unsafe { s.alloc::<u32>(pass * nb) }?;
+        let sorted = unsafe { s.alloc::<u32>(pass * general) }?;
         // Zero = infinity: empty buckets are never written.
-        let buckets = s.alloc_zeros::<u64>(w * nb * xw)?;
+        let mut buckets = s.alloc_zeros::<u64>(pass * nb * xw)?;
         let first = unsafe { s.alloc::<u64>(chunks * xw) }?;
         let last = unsafe { s.alloc::<u64>(chunks * xw) }?;
-        let (pfirst, plast, k32) = (raw(&first, s), raw(&last, s), tune.acc_chunk as u32);
-        let mut red = unsafe { s.alloc::<u64>(w * segs * xw) }?;
-        let (pc, po, pcur, pcls, psorted, pb) = (raw(&counts, s), raw(&offsets, s), raw(&cursor, s), raw(cls, s), raw(&sorted, s), raw(&buckets, s));
-        let (n32, g32, c32, w32) = (n as u32, general as u32, c, w as u32);
-        // SAFETY (all launches below): argument lists match cuda/msm.cuh's
-        // kernels; counts/offsets/cursor hold W*B u32, cls n bytes, sorted
-        // W*general u32 (no window holds more than the general scalars),
-        // buckets W*B XYZZ, first/last W*ceil(general/K) XYZZ, red W*segs
-        // XYZZ; points hold every rank used (checked by the caller); all
-        // buffers live until the synchronize at the end.
-        unsafe {
-            launch(s, sk.count, blocks(n, 256), 256, &[Arg::U64(sp), Arg::U64(pcls), Arg::U32(n32), Arg::U32(c32), Arg::U32(w32), Arg::U64(pc)])?;
-            prof.mark("count");
-            launch(s, &self.k.msm_scan, w32, 1024, &[Arg::U64(pc), Arg::U64(po), Arg::U64(pcur), Arg::U32(nb as u32)])?;
-            prof.mark("scan");
-            launch(s, sk.scatter, blocks(n, 256), 256, &[Arg::U64(sp), Arg::Sel(sel), Arg::U64(pcls), Arg::U32(n32), Arg::U32(c32), Arg::U32(w32), Arg::U32(g32), Arg::U64(pcur), Arg::U64(psorted)])?;
-            prof.mark("scatter");
-            launch(s, cv.acc, blocks(chunks, ACC_BLOCK), ACC_BLOCK, &[Arg::U64(points), Arg::U64(psorted), Arg::U64(po), Arg::U64(pc), Arg::U32(g32), Arg::U32(c32), Arg::U32(w32), Arg::U32(k32), Arg::U64(pb), Arg::U64(pfirst), Arg::U64(plast)])?;
-            prof.mark("acc");
-            launch(s, cv.fix, blocks(w * nb, 128), 128, &[Arg::U64(po), Arg::U64(pc), Arg::U32(g32), Arg::U32(c32), Arg::U32(w32), Arg::U32(k32), Arg::U64(pb), Arg::U64(pfirst), Arg::U64(plast)])?;
-            prof.mark("fix");
-            launch(s, cv.reduce, blocks(w * segs, 128), 128, &[Arg::U64(pb), Arg::U32(nb as u32), Arg::U32(run as u32), Arg::U32((w * segs) as u32), Arg::U64(raw(&red, s))])?;
+        let mut windows = Vec::with_capacity(w * xw);
+        for w0 in (0..w).step_by(pass) {
+            let pw = pass.min(w - w0);
+            if w0 > 0 {
+                s.memset_zeros(&mut counts)?;
+                s.memset_zeros(&mut buckets)?;
+            }
+            let pass_chunks = pw * general.div_ceil(tune.acc_chunk);
+            let (pfirst, plast, k32) = (raw(&first, s), raw(&last, s), tune.acc_chunk as u32);
+            let red = unsafe { s.alloc::<u64>(pw * segs * xw) }?;
+            let (pc, po, pcur, pcls, psorted, pb) = (raw(&counts, s), raw(&offsets, s), raw(&cursor, s), raw(cls, s), raw(&sorted, s), raw(&buckets, s));
+            let (n32, g32, c32, w0_32, pw32) = (n as u32, general as u32, c, w0 as u32, pw as u32);
+            // SAFETY (all launches below): argument lists match cuda/msm.cuh's
+            // kernels; counts/offsets/cursor hold pass*B u32 (pw <= pass
+            // windows used), cls n bytes, sorted pass*general u32 (no window
+            // holds more than the general scalars), buckets pass*B XYZZ,
+            // first/last pass*ceil(general/K) XYZZ, red pw*segs XYZZ; points
+            // hold every rank used (checked by the caller); all buffers live
+            // until the synchronize in the window sums below.
+            unsafe {
+                launch(s, sk.count, blocks(n, 256), 256, &[Arg::U64(sp), Arg::U64(pcls), Arg::U32(n32), Arg::U32(c32), Arg::U32(w0_32), Arg::U32(pw32), Arg::U64(pc)])?;
+                prof.mark("count");
+                launch(s, &self.k.msm_scan, pw32, 1024, &[Arg::U64(pc), Arg::U64(po), Arg::U64(pcur), Arg::U32(nb as u32)])?;
+                prof.mark("scan");
+                launch(s, sk.scatter, blocks(n, 256), 256, &[Arg::U64(sp), Arg::Sel(sel), Arg::U64(pcls), Arg::U32(n32), Arg::U32(c32), Arg::U32(w0_32), Arg::U32(pw32), Arg::U32(g32), Arg::U64(pcur), Arg::U64(psorted)])?;
+                prof.mark("scatter");
+                launch(s, cv.acc, blocks(pass_chunks, ACC_BLOCK), ACC_BLOCK, &[Arg::U64(points), Arg::U64(psorted), Arg::U64(po), Arg::U64(pc), Arg::U32(g32), Arg::U32(c32), Arg::U32(pw32), Arg::U32(k32), Arg::U64(pb), Arg::U64(pfirst), Arg::U64(plast)])?;
+                prof.mark("acc");
+                launch(s, cv.fix, blocks(pw * nb, 128), 128, &[Arg::U64(po), Arg::U64(pc), Arg::U32(g32), Arg::U32(c32), Arg::U32(pw32), Arg::U32(k32), Arg::U64(pb), Arg::U64(pfirst), Arg::U64(plast)])?;
+                prof.mark("fix");
+                launch(s, cv.reduce, blocks(pw * segs, 128), 128, &[Arg::U64(pb), Arg::U32(nb as u32), Arg::U32(run as u32), Arg::U32((pw * segs) as u32), Arg::U64(raw(&red, s))])?;
+            }
+            prof.mark("reduce");
+            windows.extend(self.sum_down(s, cv, red, pw, segs, tune.sum_group)?);
+            prof.mark("window sums");
         }
-        prof.mark("reduce");
-        // Window totals: sum runs of segments down to one per window.
-        let mut per = segs;
+        drop((counts, offsets, cursor, sorted, buckets, first, last));
+        Ok((windows, c))
+    }
+
+    /// The totals of `red`'s `groups` runs of `per` XYZZ points (a power
+    /// of two), each run summed down to one in rounds of `sum_group`: the
+    /// XYZZ words, synchronized.
+    fn sum_down(&self, s: &GpuStream, cv: &GroupKernels, mut red: cudarc::driver::CudaSlice<u64>, groups: usize, mut per: usize, sum_group: usize) -> Result<Vec<u64>, GpuError> {
+        let xw = cv.xyzz_words;
         while per > 1 {
-            let g = per.min(tune.sum_group);
-            let out = unsafe { s.alloc::<u64>(w * (per / g) * xw) }?;
+            let g = per.min(sum_group);
+            let out = unsafe { s.alloc::<u64>(groups * (per / g) * xw) }?;
             // SAFETY: kiln_msm_sum_*(in, count, G, out); out holds count/G points.
-            unsafe { launch(s, cv.sum, blocks(w * per / g, 128), 128, &[Arg::U64(raw(&red, s)), Arg::U32((w * per) as u32), Arg::U32(g as u32), Arg::U64(raw(&out, s))])? };
+            unsafe { launch(s, cv.sum, blocks(groups * per / g, 128), 128, &[Arg::U64(raw(&red, s)), Arg::U32((groups * per) as u32), Arg::U32(g as u32), Arg::U64(raw(&out, s))])? };
             s.synchronize()?; // the old `red` is dropped (freed) next
             red = out;
             per /= g;
         }
-        prof.mark("window sums");
-        let windows = s.clone_dtoh(&red)?;
-        drop((counts, offsets, cursor, sorted, buckets, first, last));
-        Ok((windows, c))
+        Ok(s.clone_dtoh(&red)?)
     }
 
     /// Sum of the `count` listed points (the scalars equal to one): every
@@ -183,23 +209,13 @@ impl GpuDevice {
     fn msm_ones(&self, s: &GpuStream, cv: &GroupKernels, points: u64, list: &cudarc::driver::CudaSlice<u32>, count: usize) -> Result<Vec<u64>, GpuError> {
         let xw = cv.xyzz_words;
         let tune = Tuning::for_size(count);
-        let mut threads = self.ones_threads(count, tune);
-        let mut part = unsafe { s.alloc::<u64>(threads * xw) }?;
+        let threads = self.ones_threads(count, tune);
+        let part = unsafe { s.alloc::<u64>(threads * xw) }?;
         // SAFETY: kiln_msm_ones_*(points, ones, count, out): the list holds
         // `count` ranks of `points`; out a point per launched thread
         // (threads is a multiple of the block).
         unsafe { launch(s, cv.ones, blocks(threads, ACC_BLOCK), ACC_BLOCK, &[Arg::U64(points), Arg::U64(raw(list, s)), Arg::U32(count as u32), Arg::U64(raw(&part, s))])? };
-        let sum_group = tune.sum_group;
-        while threads > 1 {
-            let g = threads.min(sum_group);
-            let out = unsafe { s.alloc::<u64>((threads / g) * xw) }?;
-            // SAFETY: kiln_msm_sum_*(in, count, G, out); out holds count/G points.
-            unsafe { launch(s, cv.sum, blocks(threads / g, 128), 128, &[Arg::U64(raw(&part, s)), Arg::U32(threads as u32), Arg::U32(g as u32), Arg::U64(raw(&out, s))])? };
-            s.synchronize()?;
-            part = out;
-            threads /= g;
-        }
-        Ok(s.clone_dtoh(&part)?)
+        self.sum_down(s, cv, part, 1, threads, tune.sum_group)
     }
 }
 
@@ -231,19 +247,21 @@ impl GpuDevice {
     }
 }
 
-/// The window and the sizes of the bucket stage's buffers for `general`
-/// scalars: one place for what `msm_buckets` allocates and what
-/// [`GpuDevice::msm_scratch_bytes`] says it will.
+/// The window, the windows per pass and the sizes of the bucket stage's
+/// buffers for `general` scalars: one place for what `msm_buckets`
+/// allocates and what [`GpuDevice::msm_scratch_bytes`] says it will.
 #[derive(Clone, Copy)]
 struct BucketPlan {
     tune: Tuning,
     c: u32,
-    /// Windows, and buckets per window (signed digits: 2^(c-1)).
+    /// Windows, windows per pass, and buckets per window (signed digits:
+    /// 2^(c-1)).
     w: usize,
+    pass: usize,
     nb: usize,
     /// u64 words of one XYZZ point.
     xw: usize,
-    /// Accumulation chunks over all windows.
+    /// Accumulation chunks of one pass.
     chunks: usize,
     /// Buckets per reduction thread, and reduction segments per window.
     run: usize,
@@ -256,15 +274,19 @@ impl BucketPlan {
         let c = dev.msm_window(general);
         let (w, nb) = (msm_windows(c) as usize, 1usize << (c - 1));
         let run = tune.reduce_run.min(nb);
-        BucketPlan { tune, c, w, nb, xw, chunks: w * general.div_ceil(tune.acc_chunk), run, segs: nb / run }
+        let per_window = general.div_ceil(tune.acc_chunk);
+        let one = BucketPlan { tune, c, w, pass: 1, nb, xw, chunks: per_window, run, segs: nb / run };
+        let pass = msm_pass_windows(w, one.bytes(general), dev.msm_pass_bytes());
+        BucketPlan { pass, chunks: pass * per_window, ..one }
     }
 
-    /// Bytes of the buffers alive together: counts, offsets and cursors
-    /// (u32 per bucket), the sorted ranks (u32 per window and scalar), the
-    /// buckets, two partial sums per chunk, and the segment sums twice
-    /// (each group-sum round allocates its output before the input goes).
+    /// Bytes of one pass's buffers, alive together: counts, offsets and
+    /// cursors (u32 per bucket), the sorted ranks (u32 per window and
+    /// scalar), the buckets, two partial sums per chunk, and the segment
+    /// sums twice (each group-sum round allocates its output before the
+    /// input goes).
     fn bytes(&self, general: usize) -> u64 {
-        let (w, nb) = (self.w as u64, self.nb as u64);
+        let (w, nb) = (self.pass as u64, self.nb as u64);
         let u32s = 3 * w * nb + w * general as u64;
         let points = w * nb + 2 * self.chunks as u64 + 2 * w * self.segs as u64;
         4 * u32s + 8 * self.xw as u64 * points
