@@ -42,6 +42,19 @@ impl DeviceGate {
         Admitted { gate: self.clone(), bytes }
     }
 
+    /// `bytes` admitted now if they fit in `capacity()` beside what is
+    /// admitted (even with nothing admitted, they must fit), else `None`:
+    /// for device memory a caller can do without, never waiting.
+    pub(super) fn try_admit(self: &Arc<Self>, bytes: u64, capacity: impl Fn() -> u64) -> Option<Admitted> {
+        let mut st = self.state.lock();
+        if st.1 + bytes > capacity() {
+            return None;
+        }
+        st.0 += 1;
+        st.1 += bytes;
+        Some(Admitted { gate: self.clone(), bytes })
+    }
+
     /// Proofs admitted now.
     pub(super) fn admitted(&self) -> usize {
         self.state.lock().0
@@ -134,6 +147,22 @@ mod tests {
         let most = most.load(Ordering::SeqCst);
         assert!((2..=3).contains(&most), "at most three of 30 fit in 100, and eight threads overlap: {most}");
         assert_eq!(gate.admitted(), 0);
+    }
+
+    /// A reservation is taken only when it fits beside what is admitted,
+    /// and it counts against later admissions until dropped.
+    #[test]
+    fn try_admit_takes_only_what_fits() {
+        let gate = Arc::new(DeviceGate::default());
+        assert!(gate.try_admit(101, || 100).is_none(), "too large even alone");
+        let proof = gate.admit(60, || 100);
+        assert!(gate.try_admit(41, || 100).is_none());
+        let reserved = gate.try_admit(40, || 100).expect("fits beside the proof");
+        assert_eq!(gate.admitted(), 2);
+        assert!(gate.try_admit(1, || 100).is_none(), "full");
+        drop((proof, reserved));
+        assert_eq!(gate.admitted(), 0);
+        assert!(gate.try_admit(100, || 100).is_some());
     }
 
     /// A device that ran out of memory beside other proofs is not at

@@ -8,8 +8,11 @@
 //! the partition on its reference path).
 //!
 //! Parameters come first in VRAM: the matrices are uploaded only into what
-//! the placed parameters and one proof's working space leave free (capped
-//! by [`GpuContext::set_matrix_vram_limit`]). When they do not fit, a
+//! the placed parameters, the NTT tables and one proof's working space
+//! leave of the device's memory (capped by
+//! [`GpuContext::set_matrix_vram_limit`]), and only when the proofs on the
+//! device leave their bytes free at that moment (else a later proof
+//! uploads them). When they do not fit, a
 //! deferred proof still runs: its products are evaluated and checked on
 //! the host a block of rows at a time and uploaded (a fallback: the engine
 //! stops deferring for that circuit when [`GpuContext::products_support`]
@@ -86,17 +89,23 @@ impl GpuContext {
         // Parameters not placed yet come first.
         let shape = params.shape();
         let srs = if self.srs_placed(params.id()) { 0 } else { srs_device_bytes(&shape, r1cs.shape().b_input_count) };
-        match self.room_for_matrices(params, srs) {
-            Ok(room) if host_r1cs(r1cs).device_bytes() <= room => ProductsSupport::Yes,
-            _ => ProductsSupport::NoRoom,
+        if host_r1cs(r1cs).device_bytes() <= self.room_for_matrices(params, srs) {
+            ProductsSupport::Yes
+        } else {
+            ProductsSupport::NoRoom
         }
     }
 
-    /// VRAM one circuit's matrices may take now, with `reserved` more
-    /// bytes still to be placed first.
-    fn room_for_matrices(&self, params: &ParamsFile, reserved: u64) -> Result<u64, ProveError> {
-        let room = self.room_beside_a_proof(&params.shape())?.saturating_sub(reserved);
-        Ok(self.limits.lock().matrix_vram.map_or(room, |cap| cap.min(room)))
+    /// VRAM one circuit's matrices may take, with `reserved` more bytes
+    /// still to be placed first: what placing them leaves one proof of
+    /// the proof capacity. Counted from the device's whole memory, not
+    /// from what is free now: proofs running while a partition is planned
+    /// (at 32 GiB, a proof holds ~17 GiB) would otherwise keep the
+    /// matrices off the device for good.
+    fn room_for_matrices(&self, params: &ParamsFile, reserved: u64) -> u64 {
+        let shape = params.shape();
+        let room = self.proof_capacity(&shape).saturating_sub(self.proof_working_bytes(&shape) + reserved);
+        self.limits.lock().matrix_vram.map_or(room, |cap| cap.min(room))
     }
 
     /// `r1cs`'s matrices on this device, uploading them on `s` if they
@@ -117,8 +126,15 @@ impl GpuContext {
         drop(self.matrices.lock().remove(&key));
         let host = host_r1cs(r1cs);
         let bytes = host.device_bytes();
-        let room = self.room_for_matrices(params, 0)?;
-        let matrices = if bytes <= room {
+        let room = self.room_for_matrices(params, 0);
+        // The upload takes its bytes through the proof gate, beside the
+        // proofs admitted now (the caller's among them): if they hold too
+        // much of the device, this proof evaluates on the host and a later
+        // one uploads. Waiting here could wait on a proof that waits for
+        // this upload.
+        let shape = params.shape();
+        let reserved = if bytes <= room { self.try_reserve(bytes, &shape) } else { None };
+        let matrices = if let Some(_reserved) = reserved {
             match self.device.upload_r1cs(s, &host) {
                 Ok(m) => Some(Arc::new(m)),
                 Err(e) => {
@@ -126,6 +142,9 @@ impl GpuContext {
                     None
                 }
             }
+        } else if bytes <= room {
+            tracing::info!(params_id = key, bytes, proofs = self.proofs_on_device(), "the proofs on the device leave no room for the circuit's matrices now; evaluating a/b/c on the host, a later proof uploads them");
+            None
         } else {
             tracing::info!(params_id = key, bytes, room, "no room in VRAM for the circuit's matrices; evaluating a/b/c on the host");
             None

@@ -250,14 +250,24 @@ impl GpuContext {
     /// is dropped, with the proof's device buffers.
     pub(super) fn admit(&self, params: &ParamsFile) -> Admitted {
         let shape = params.shape();
+        self.gate.admit(self.proof_working_bytes(&shape), || self.proof_capacity(&shape))
+    }
+
+    /// `bytes` of device memory taken beside the proofs admitted now, if
+    /// they fit in `shape`'s proof capacity (see [`DeviceGate::try_admit`]).
+    pub(super) fn try_reserve(&self, bytes: u64, shape: &ParamsShape) -> Option<Admitted> {
+        self.gate.try_admit(bytes, || self.proof_capacity(shape))
+    }
+
+    /// Device memory for the proofs of `shape`'s circuit together: all of
+    /// it less what is placed (parameters, matrices), the NTT tables of
+    /// its domain (made by its first proof, they stay) and the context's
+    /// margin. What the gate admits proofs into.
+    pub(super) fn proof_capacity(&self, shape: &ParamsShape) -> u64 {
         let total = self.device.info().total_memory as u64;
-        // The NTT tables of this domain, made by its first proof, stay.
         let tables = self.device.ntt_tables_bytes::<Scalar>(shape.domain().trailing_zeros());
-        let capacity = || {
-            let placed: u64 = self.resident().iter().map(|r| r.device_bytes).sum();
-            total.saturating_sub(placed + tables + CONTEXT_MARGIN)
-        };
-        self.gate.admit(self.proof_working_bytes(&shape), capacity)
+        let placed: u64 = self.resident().iter().map(|r| r.device_bytes).sum();
+        total.saturating_sub(placed + tables + CONTEXT_MARGIN)
     }
 
     /// Host memory placing `params` on this device will hold (see
