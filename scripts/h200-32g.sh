@@ -3,11 +3,13 @@
 # GPU machine without Rust. Carried there in one directory (built on a build
 # machine, see the section's "How"):
 #   bench-filecoin, bench-latency, kiln, gpu_check (gzipped binaries), gpu_test
-#   (the kiln-groth16 `gpu` test binary: cargo test --release -p kiln-groth16 --test gpu --no-run)
+#   (the kiln-groth16 `gpu` test binary: cargo test --release -p kiln-groth16 --test gpu --no-run),
+#   gpu_fault (its `gpu_fault` test binary, the same way; optional)
 #   in2k/*.json     2 KiB payloads (cargo xtask gen-vanilla --sector-size 2KiB --sparse)
 #   in32/*.json.gz  32 GiB payloads (cargo xtask gen-vanilla --sector-size 32GiB)
 # Steps (each skippable, the machine's time is short):
-#   check    the fixed-base kernel against blstrs, GPU test-setup proofs = CPU proofs
+#   check    the fixed-base kernel against blstrs, GPU test-setup proofs = CPU proofs,
+#            a real CUDA fault (gpu_fault)
 #   pasta    Pallas/Vesta MSMs and Pasta NTTs against pasta_curves (gpu_check --pasta-only --quick)
 #   pasta-bench  Pallas MSMs 2^20..2^26 and Pasta NTTs beside halo2_proofs on
 #            every host core (gpu_bench pasta-ntt pallas; needs gpu_bench)
@@ -34,7 +36,7 @@ OUT=${OUT:-$PWD/results}
 mkdir -p "$OUT"
 export FIL_PROOFS_PARENT_CACHE=/tmp/kiln-parents
 for f in *.gz in32/*.gz; do [ -e "$f" ] && gunzip -f "$f"; done
-chmod +x ./bench-filecoin ./bench-latency ./kiln ./gpu_check ./gpu_test ./gpu_bench 2>/dev/null
+chmod +x ./bench-filecoin ./bench-latency ./kiln ./gpu_check ./gpu_test ./gpu_bench ./gpu_fault 2>/dev/null
 t0=$(date +%s)
 stamp() { echo "== +$(( $(date +%s) - t0 ))s $*"; }
 # A step's time limit: its own, or what is left of BUDGET seconds (the
@@ -66,6 +68,10 @@ for step in "$@"; do
     timeout $(lim 240) ./gpu_check --setup-only > "$OUT/gpu_check.txt" 2>&1; echo "rc=$?"; tail -4 "$OUT/gpu_check.txt"
     stamp "GPU proofs = CPU proofs, test setups included"
     timeout $(lim 240) ./gpu_test --test-threads 1 > "$OUT/gpu_test.txt" 2>&1; echo "rc=$?"; grep -E "^test |test result" "$OUT/gpu_test.txt"
+    if [ -x ./gpu_fault ]; then
+      stamp "a real illegal address: every later proof on the device fails as DeviceLost"
+      timeout $(lim 60) ./gpu_fault > "$OUT/gpu_fault.txt" 2>&1; echo "rc=$?"; grep -E "^test |test result" "$OUT/gpu_fault.txt"
+    fi
     ;;
   pasta)
     stamp "Pallas/Vesta MSMs and Pasta NTTs against pasta_curves (quick)"
