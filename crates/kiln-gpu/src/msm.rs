@@ -136,7 +136,7 @@ impl GpuDevice {
     #[allow(clippy::too_many_arguments)]
     fn msm_buckets(&self, s: &GpuStream, sk: &ScalarKernels, cv: &GroupKernels, prof: &mut Profile, points: u64, sp: u64, sel: Selection, cls: &cudarc::driver::CudaSlice<u8>, n: usize, general: usize) -> Result<(Vec<u64>, u32), GpuError> {
         let plan = BucketPlan::new(self, general, cv.xyzz_words);
-        let BucketPlan { tune, c, w, pass, nb, xw, chunks, run, segs } = plan;
+        let BucketPlan { tune, c, w, pass, nb, xw, window_chunks, run, segs } = plan;
         // One set of buffers for `pass` windows, reused by every pass.
         let mut counts = s.alloc_zeros::<u32>(pass * nb)?;
         let offsets = unsafe { s.alloc::<u32>(pass * nb) }?;
@@ -144,8 +144,11 @@ impl GpuDevice {
         let sorted = unsafe { s.alloc::<u32>(pass * general) }?;
         // Zero = infinity: empty buckets are never written.
         let mut buckets = s.alloc_zeros::<u64>(pass * nb * xw)?;
-        let first = unsafe { s.alloc::<u64>(chunks * xw) }?;
-        let last = unsafe { s.alloc::<u64>(chunks * xw) }?;
+        let first = unsafe { s.alloc::<u64>(pass * window_chunks * xw) }?;
+        let last = unsafe { s.alloc::<u64>(pass * window_chunks * xw) }?;
+        let (pfirst, plast, k32) = (raw(&first, s), raw(&last, s), tune.acc_chunk as u32);
+        let (pc, po, pcur, pcls, psorted, pb) = (raw(&counts, s), raw(&offsets, s), raw(&cursor, s), raw(cls, s), raw(&sorted, s), raw(&buckets, s));
+        let (n32, g32, c32) = (n as u32, general as u32, c);
         let mut windows = Vec::with_capacity(w * xw);
         for w0 in (0..w).step_by(pass) {
             let pw = pass.min(w - w0);
@@ -153,11 +156,8 @@ impl GpuDevice {
                 s.memset_zeros(&mut counts)?;
                 s.memset_zeros(&mut buckets)?;
             }
-            let pass_chunks = pw * general.div_ceil(tune.acc_chunk);
-            let (pfirst, plast, k32) = (raw(&first, s), raw(&last, s), tune.acc_chunk as u32);
             let red = unsafe { s.alloc::<u64>(pw * segs * xw) }?;
-            let (pc, po, pcur, pcls, psorted, pb) = (raw(&counts, s), raw(&offsets, s), raw(&cursor, s), raw(cls, s), raw(&sorted, s), raw(&buckets, s));
-            let (n32, g32, c32, w0_32, pw32) = (n as u32, general as u32, c, w0 as u32, pw as u32);
+            let (w0_32, pw32) = (w0 as u32, pw as u32);
             // SAFETY (all launches below): argument lists match cuda/msm.cuh's
             // kernels; counts/offsets/cursor hold pass*B u32 (pw <= pass
             // windows used), cls n bytes, sorted pass*general u32 (no window
@@ -172,7 +172,7 @@ impl GpuDevice {
                 prof.mark("scan");
                 launch(s, sk.scatter, blocks(n, 256), 256, &[Arg::U64(sp), Arg::Sel(sel), Arg::U64(pcls), Arg::U32(n32), Arg::U32(c32), Arg::U32(w0_32), Arg::U32(pw32), Arg::U32(g32), Arg::U64(pcur), Arg::U64(psorted)])?;
                 prof.mark("scatter");
-                launch(s, cv.acc, blocks(pass_chunks, ACC_BLOCK), ACC_BLOCK, &[Arg::U64(points), Arg::U64(psorted), Arg::U64(po), Arg::U64(pc), Arg::U32(g32), Arg::U32(c32), Arg::U32(pw32), Arg::U32(k32), Arg::U64(pb), Arg::U64(pfirst), Arg::U64(plast)])?;
+                launch(s, cv.acc, blocks(pw * window_chunks, ACC_BLOCK), ACC_BLOCK, &[Arg::U64(points), Arg::U64(psorted), Arg::U64(po), Arg::U64(pc), Arg::U32(g32), Arg::U32(c32), Arg::U32(pw32), Arg::U32(k32), Arg::U64(pb), Arg::U64(pfirst), Arg::U64(plast)])?;
                 prof.mark("acc");
                 launch(s, cv.fix, blocks(pw * nb, 128), 128, &[Arg::U64(po), Arg::U64(pc), Arg::U32(g32), Arg::U32(c32), Arg::U32(pw32), Arg::U32(k32), Arg::U64(pb), Arg::U64(pfirst), Arg::U64(plast)])?;
                 prof.mark("fix");
@@ -261,8 +261,8 @@ struct BucketPlan {
     nb: usize,
     /// u64 words of one XYZZ point.
     xw: usize,
-    /// Accumulation chunks of one pass.
-    chunks: usize,
+    /// Accumulation chunks of one window.
+    window_chunks: usize,
     /// Buckets per reduction thread, and reduction segments per window.
     run: usize,
     segs: usize,
@@ -274,10 +274,8 @@ impl BucketPlan {
         let c = dev.msm_window(general);
         let (w, nb) = (msm_windows(c) as usize, 1usize << (c - 1));
         let run = tune.reduce_run.min(nb);
-        let per_window = general.div_ceil(tune.acc_chunk);
-        let one = BucketPlan { tune, c, w, pass: 1, nb, xw, chunks: per_window, run, segs: nb / run };
-        let pass = msm_pass_windows(w, one.bytes(general), dev.msm_pass_bytes());
-        BucketPlan { pass, chunks: pass * per_window, ..one }
+        let one = BucketPlan { tune, c, w, pass: 1, nb, xw, window_chunks: general.div_ceil(tune.acc_chunk), run, segs: nb / run };
+        BucketPlan { pass: msm_pass_windows(w, one.bytes(general), dev.msm_pass_bytes()), ..one }
     }
 
     /// Bytes of one pass's buffers, alive together: counts, offsets and
@@ -288,7 +286,7 @@ impl BucketPlan {
     fn bytes(&self, general: usize) -> u64 {
         let (w, nb) = (self.pass as u64, self.nb as u64);
         let u32s = 3 * w * nb + w * general as u64;
-        let points = w * nb + 2 * self.chunks as u64 + 2 * w * self.segs as u64;
+        let points = w * nb + 2 * w * self.window_chunks as u64 + 2 * w * self.segs as u64;
         4 * u32s + 8 * self.xw as u64 * points
     }
 }
