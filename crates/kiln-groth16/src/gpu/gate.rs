@@ -37,6 +37,11 @@ impl DeviceGate {
         while st.0 > 0 && st.1 + bytes > capacity() {
             self.left.wait(&mut st);
         }
+        self.enter(&mut st, bytes)
+    }
+
+    /// Counts an admission of `bytes` in the locked state `st`.
+    fn enter(self: &Arc<Self>, st: &mut (usize, u64), bytes: u64) -> Admitted {
         st.0 += 1;
         st.1 += bytes;
         Admitted { gate: self.clone(), bytes }
@@ -47,12 +52,7 @@ impl DeviceGate {
     /// for device memory a caller can do without, never waiting.
     pub(super) fn try_admit(self: &Arc<Self>, bytes: u64, capacity: impl Fn() -> u64) -> Option<Admitted> {
         let mut st = self.state.lock();
-        if st.1 + bytes > capacity() {
-            return None;
-        }
-        st.0 += 1;
-        st.1 += bytes;
-        Some(Admitted { gate: self.clone(), bytes })
+        (st.1 + bytes <= capacity()).then(|| self.enter(&mut st, bytes))
     }
 
     /// Proofs admitted now.
@@ -92,10 +92,7 @@ impl Admitted {
         while st.0 > 0 {
             gate.left.wait(&mut st);
         }
-        st.0 += 1;
-        st.1 += bytes;
-        drop(st);
-        Admitted { gate, bytes }
+        gate.enter(&mut st, bytes)
     }
 
     /// `e` as the pipeline should count it (see [`DeviceGate::qualify_with`]).

@@ -132,9 +132,10 @@ impl GpuContext {
         // much of the device, this proof evaluates on the host and a later
         // one uploads. Waiting here could wait on a proof that waits for
         // this upload.
-        let shape = params.shape();
-        let reserved = if bytes <= room { self.try_reserve(bytes, &shape) } else { None };
-        let matrices = if let Some(_reserved) = reserved {
+        let matrices = if bytes > room {
+            tracing::info!(params_id = key, bytes, room, "no room in VRAM for the circuit's matrices; evaluating a/b/c on the host");
+            None
+        } else if let Some(_reserved) = self.try_reserve(bytes, &params.shape()) {
             match self.device.upload_r1cs(s, &host) {
                 Ok(m) => Some(Arc::new(m)),
                 Err(e) => {
@@ -142,11 +143,8 @@ impl GpuContext {
                     None
                 }
             }
-        } else if bytes <= room {
-            tracing::info!(params_id = key, bytes, proofs = self.proofs_on_device(), "the proofs on the device leave no room for the circuit's matrices now; evaluating a/b/c on the host, a later proof uploads them");
-            None
         } else {
-            tracing::info!(params_id = key, bytes, room, "no room in VRAM for the circuit's matrices; evaluating a/b/c on the host");
+            tracing::info!(params_id = key, bytes, proofs = self.proofs_on_device(), "the proofs on the device leave no room for the circuit's matrices now; evaluating a/b/c on the host, a later proof uploads them");
             None
         };
         let uploaded = matrices.is_some();
