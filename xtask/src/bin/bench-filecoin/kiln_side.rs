@@ -94,12 +94,16 @@ pub fn run_kind(
 /// What `n` jobs submitted at once showed.
 pub struct Steady {
     pub jobs: usize,
-    /// First completion to last, over `jobs - 1`: the time per proof once
-    /// the pipeline is full (the first job's fill is outside it).
+    /// Time per proof once the pipeline is full: the mean interval between
+    /// partition completions over the run's last two thirds of them, times
+    /// the partitions of one proof. The jobs' partitions interleave, so
+    /// their answers come close together and say little about the rate.
     pub per_proof_ms: f64,
+    /// Partitions that interval was taken over.
+    pub partitions_timed: usize,
     /// All `jobs` from submission to the last answer.
     pub total_ms: f64,
-    /// Mean GPU busy % between the first and the last completion (NVML), if a GPU is watched.
+    /// Mean GPU busy % over that same window (NVML), if a GPU is watched.
     pub gpu_busy: Option<f64>,
 }
 
@@ -110,25 +114,45 @@ pub struct Steady {
 fn run_steady(engine: &Engine, payload: &Payload, job: &Arc<dyn JobSource>, n: usize) -> Result<Steady> {
     let busy = crate::busy::BusyRecorder::start();
     let t0 = Instant::now();
+    let proved0 = engine.status().jobs.partitions_proved;
     let ids: Vec<String> = (0..n)
         .map(|i| engine.submit(JobRequest::new(format!("{}-steady-{i}", job.kind_label()), Priority::Normal, job.clone())).map(|s| s.job_id))
         .collect::<Result<_, _>>()?;
-    let mut done = Vec::new();
-    for id in &ids {
-        match engine.wait_blocking(id, None) {
+    let total = (n * job.num_partitions()) as u64;
+    // When each partition finished, from the engine's counter (polled: a
+    // 32 GiB partition takes seconds, so 10 ms is well inside the noise).
+    let mut finished: Vec<Instant> = Vec::with_capacity(total as usize);
+    let mut seen = 0;
+    let mut outcomes = Vec::new();
+    while outcomes.len() < ids.len() {
+        let proved = engine.status().jobs.partitions_proved - proved0;
+        let now = Instant::now();
+        finished.extend((seen..proved.min(total)).map(|_| now));
+        seen = seen.max(proved.min(total));
+        match engine.wait_blocking(&ids[outcomes.len()], Some(Duration::from_millis(10))) {
+            JobOutcome::Timeout => {}
+            o => outcomes.push(o),
+        }
+    }
+    let total_ms = ms(t0.elapsed());
+    for (id, o) in ids.iter().zip(outcomes) {
+        match o {
             JobOutcome::Completed { proof, .. } => {
-                done.push(Instant::now());
-                kiln_filecoin::verify::verify(payload, &proof).map_err(|e| anyhow::anyhow!("kiln's {} steady proof {id}: {e}", job.kind_label()))?;
+                kiln_filecoin::verify::verify(payload, &proof).map_err(|e| anyhow::anyhow!("kiln's {} steady proof {id}: {e}", job.kind_label()))?
             }
             other => bail!("kiln's {} steady job {id} ended {}: {other:?}", job.kind_label(), other.name()),
         }
     }
-    let total_ms = ms(t0.elapsed());
-    done.sort();
-    let (first, last) = (done[0], done[done.len() - 1]);
+    let end = Instant::now();
+    finished.extend((finished.len() as u64..total).map(|_| end));
+    // From the first third's last completion (the pipeline has filled) to the end.
+    let (first, last) = (finished.len() / 3, finished.len() - 1);
+    let partitions_timed = last - first;
+    let per_partition = ms(finished[last] - finished[first]) / partitions_timed.max(1) as f64;
     let gpu_busy = busy.map(|b| b.stop()).and_then(|samples| {
-        let window: Vec<f64> = samples.iter().filter(|(t, _)| *t >= first && *t <= last).map(|(_, b)| f64::from(*b)).collect();
+        let window: Vec<f64> =
+            samples.iter().filter(|(t, _)| *t >= finished[first] && *t <= finished[last]).map(|(_, b)| f64::from(*b)).collect();
         (!window.is_empty()).then(|| window.iter().sum::<f64>() / window.len() as f64)
     });
-    Ok(Steady { jobs: n, per_proof_ms: ms(last - first) / (n - 1).max(1) as f64, total_ms, gpu_busy })
+    Ok(Steady { jobs: n, per_proof_ms: per_partition * job.num_partitions() as f64, partitions_timed, total_ms, gpu_busy })
 }

@@ -285,15 +285,16 @@ fn main() -> Result<()> {
         if let Some(st) = steady {
             let busy = st.gpu_busy.map_or("no GPU watched".into(), |b| format!("GPU busy {b:.0} %"));
             let note = format!(
-                "steady state: {} jobs at once, {:.1} ms per proof between the first and the last answer ({:.0} proofs/hour), {busy}; all {} in {:.1} s, every proof verified by filecoin-proofs",
+                "steady state: {} jobs at once, {:.1} ms per proof once the pipeline is full (partition rate over the last {} partitions; {:.0} proofs/hour), {busy}; all {} in {:.1} s, every proof verified by filecoin-proofs",
                 st.jobs,
                 st.per_proof_ms,
+                st.partitions_timed,
                 3.6e6 / st.per_proof_ms,
                 st.jobs,
                 st.total_ms / 1e3
             );
             progress(&format!("kiln {label} {note}"));
-            out.line(json!({"prover": "kiln", "kind": label, "mode": "steady", "jobs": st.jobs, "per_proof_ms": st.per_proof_ms, "gpu_busy": st.gpu_busy, "total_ms": st.total_ms}));
+            out.line(json!({"prover": "kiln", "kind": label, "mode": "steady", "jobs": st.jobs, "per_proof_ms": st.per_proof_ms, "partitions_timed": st.partitions_timed, "gpu_busy": st.gpu_busy, "total_ms": st.total_ms}));
             kiln.notes.push(note);
         }
         let peer = match (&peer_skip, &peer_bin) {
