@@ -20,6 +20,7 @@
 #   steady   32 GiB PoRep C2: one proof, then N jobs at once in the same warm
 #            engine (STEADY, default 3): proofs per hour and GPU busy
 #   rest     32 GiB WindowPoSt and SnapDeals (REST_KINDS), one proof each
+#            (REST_WARMUP=1: a cold one first, so the timed one is warm)
 #   latency  WinningPoSt/WindowPoSt latency under a full PoRep/SnapDeals load, 2 KiB
 #   latency32  32 GiB WinningPoSt latency under a full 32 GiB PoRep load
 #            (isolated mode only: LAT_SAMPLES, LAT_BULK jobs in flight, MEMBUDGET_GIB)
@@ -44,7 +45,7 @@ stamp() { echo "== +$(( $(date +%s) - t0 ))s $*"; }
 lim() { local left=$(( ${BUDGET:-590} - ($(date +%s) - t0) - 5 )); (( left < $1 )) && echo $(( left > 1 ? left : 1 )) || echo "$1"; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 nproc; free -g | head -2
-# Memory and load every 20 s, for the whole call.
+# Memory and load every MEM_EVERY (default 20) s, for the whole call.
 # Per kiln process: resident memory and how many of its threads are running
 # (R) or in uninterruptible sleep (D): a stall shows as 0 running.
 procs() {
@@ -56,7 +57,7 @@ procs() {
   done
 }
 # VRAM in use every 2 s (its peak is what a smaller card must hold).
-( while sleep 20; do echo "$(date +%T) $(free -g | awk '/Mem:/{print $3}')G used, load $(cut -d' ' -f1 /proc/loadavg)$(procs)"; done ) > "$OUT/mem.txt" 2>&1 &
+( while sleep ${MEM_EVERY:-20}; do echo "$(date +%T) $(free -g | awk '/Mem:/{print $3}')G used, load $(cut -d' ' -f1 /proc/loadavg)$(procs)"; done ) > "$OUT/mem.txt" 2>&1 &
 sampler=$!
 nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv,noheader -l 2 > "$OUT/vram.txt" 2>&1 &
 vram=$!
@@ -124,7 +125,7 @@ for step in "$@"; do
     ;;
   rest)
     stamp "32 GiB ${REST_KINDS:-window,snap}"
-    KILN_LOG=kiln_pipeline=info timeout $(lim 580) ./bench-filecoin --inputs in32 --kinds ${REST_KINDS:-window,snap} --test-setup /tmp/ts32 --warmup 0 --timed 1 \
+    KILN_LOG=kiln_pipeline=info timeout $(lim 580) ./bench-filecoin --inputs in32 --kinds ${REST_KINDS:-window,snap} --test-setup /tmp/ts32 --warmup ${REST_WARMUP:-0} --timed 1 \
       --memory-budget ${MEMBUDGET:-100GiB} --out "$OUT/r32" > "$OUT/r32.txt" 2> "$OUT/r32.log"
     echo "rc=$?"; tail -8 "$OUT/r32.txt"
     ;;
