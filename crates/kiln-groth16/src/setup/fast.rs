@@ -91,7 +91,14 @@ impl SetupScalars {
             return Err(SynthesisError::UnconstrainedVariable);
         }
         drop(ct);
-        let nonzero = |v: Vec<Scalar>| -> Vec<Scalar> { v.into_iter().filter(|s| !bool::from(s.is_zero())).collect() };
+        // The filter reuses the evaluation's buffer, so it keeps every page the
+        // evaluation touched (at 32 GiB ~2 GB over A's and B's lengths);
+        // shrinking a buffer that large hands the tail back without a copy.
+        let nonzero = |v: Vec<Scalar>| -> Vec<Scalar> {
+            let mut kept: Vec<Scalar> = v.into_iter().filter(|s| !bool::from(s.is_zero())).collect();
+            kept.shrink_to_fit();
+            kept
+        };
         let b_inputs = bt[..ni].iter().filter(|s| !bool::from(s.is_zero())).count();
         let (a, b) = (nonzero(at), nonzero(bt));
         let h: Vec<Scalar> = crate::ntt::powers(s.tau, domain - 1).into_par_iter().map(|t| t * z_tau * delta_inv).collect();
@@ -103,9 +110,11 @@ impl SetupScalars {
         self.h.len() + self.l.len() + self.a.len() + self.b.len()
     }
 
-    /// Host bytes the scalars take.
+    /// Host bytes the scalars take (their buffers' capacity, which is what
+    /// is resident).
     pub fn bytes(&self) -> u64 {
-        ((self.g1_points()) * std::mem::size_of::<Scalar>()) as u64
+        let capacity = self.h.capacity() + self.l.capacity() + self.a.capacity() + self.b.capacity();
+        (capacity * std::mem::size_of::<Scalar>()) as u64
     }
 }
 

@@ -201,8 +201,13 @@ impl CircuitCache {
         matches!(entries.get(key), Some(Entry::Ready { .. } | Entry::Refused { .. })) && entries.remove(key).is_some()
     }
 
-    /// Drop the least recently used compiled circuit (other than `except`'s);
-    /// returns its size, or `None` if there was none to drop.
+    /// Drop the least recently used compiled circuit (other than `except`'s)
+    /// that nothing outside the cache holds; returns its size, or `None` if
+    /// there was none to drop. A circuit a synthesis or a deferred
+    /// assignment still holds is skipped: dropping it would free no memory
+    /// until they finish, yet its admission's bytes would go back to the
+    /// budget at once (a 32 GiB SnapDeals proof went 0.9 GiB over its
+    /// budget that way) and later syntheses would take the gadget path.
     pub fn evict_least_recent(&self, except: Option<&str>) -> Option<usize> {
         let mut entries = self.lock();
         let victim = Self::least_recent(&entries, except)?;
@@ -218,7 +223,9 @@ impl CircuitCache {
         entries
             .iter()
             .filter_map(|(k, e)| match e {
-                Entry::Ready { last_used, .. } if Some(k.as_str()) != except => Some((*last_used, k)),
+                Entry::Ready { r1cs, last_used, .. } if Some(k.as_str()) != except && Arc::strong_count(r1cs) == 1 => {
+                    Some((*last_used, k))
+                }
                 _ => None,
             })
             .min()

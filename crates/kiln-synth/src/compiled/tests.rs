@@ -272,6 +272,36 @@ fn admission_evicts_the_least_recently_used_then_refuses() {
 }
 
 #[test]
+fn a_circuit_still_held_is_not_dropped_for_memory() {
+    let slots = Arc::new(AtomicUsize::new(0));
+    struct Held(Arc<AtomicUsize>);
+    impl crate::Admission for Held {}
+    impl Drop for Held {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    let s = slots.clone();
+    let cache = CircuitCache::new(move |_bytes| {
+        s.fetch_add(1, Ordering::SeqCst);
+        Ok(Box::new(Held(s.clone())) as Box<dyn crate::Admission>)
+    });
+    let c = SyntheticCircuit::filling_domain(WorkloadKind::FilecoinLike, 6, 1).with_witness(3);
+    cache.context("a", usize::MAX).synthesize(|| Ok(c), AssignmentBuffers::heap()).unwrap();
+    cache.context("b", usize::MAX).synthesize(|| Ok(c), AssignmentBuffers::heap()).unwrap();
+    // a is the least recently used, but a synthesis holds it: b goes.
+    let held = cache.compiled("a").expect("a is compiled");
+    let _ = cache.compiled("b");
+    assert!(cache.evict_least_recent(None).is_some());
+    assert_eq!((cache.stats().circuits, slots.load(Ordering::SeqCst)), (1, 1), "b dropped, its admission returned");
+    assert_eq!(cache.evict_least_recent(None), None, "a is held: nothing to drop");
+    assert_eq!(slots.load(Ordering::SeqCst), 1, "a's admission is kept while it is held");
+    drop(held);
+    assert!(cache.evict_least_recent(None).is_some());
+    assert_eq!((cache.stats().circuits, slots.load(Ordering::SeqCst)), (0, 0));
+}
+
+#[test]
 fn concurrent_workers_share_one_compile() {
     let cache = CircuitCache::unbounded();
     let c = SyntheticCircuit::filling_domain(WorkloadKind::FilecoinLike, 10, 2);
