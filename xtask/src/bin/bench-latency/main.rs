@@ -63,7 +63,8 @@ struct Args {
     /// Bulk jobs kept in flight (enough to keep every synthesis and prover worker busy).
     #[arg(long, default_value_t = 8)]
     bulk_in_flight: usize,
-    /// Seconds the bulk load runs before anything is measured.
+    /// Seconds the bulk load runs before anything is measured (and until
+    /// two bulk partitions have been proved).
     #[arg(long, default_value_t = 10)]
     settle_s: u64,
     /// Seconds the bulk load runs alone, for its throughput; the loaded

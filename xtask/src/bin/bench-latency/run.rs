@@ -169,8 +169,15 @@ pub fn run_mode(
     };
     let unloaded = phase("unloaded", &engine, log, Duration::ZERO)?;
 
-    let load = BulkLoad::start(&engine, bulk, plan.bulk_in_flight, mode);
+    let (start, load) = (proved(&engine), BulkLoad::start(&engine, bulk, plan.bulk_in_flight, mode));
     thread::sleep(plan.settle);
+    // And until two bulk partitions are out: at 32 GiB the first ones place
+    // the circuit's matrices and run slow for a while, longer than a settle
+    // time that suits small sectors.
+    let filled = Instant::now();
+    while proved(&engine) < start + 2 && filled.elapsed() < Duration::from_secs(600) {
+        thread::sleep(Duration::from_millis(50));
+    }
     let (p0, t0, c0) = (proved(&engine), Instant::now(), process_cpu_time());
     thread::sleep(plan.bulk_window);
     let bulk_partitions = (proved(&engine) - p0) as f64;
