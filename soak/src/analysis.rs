@@ -156,7 +156,7 @@ pub fn checks(o: &Outcome) -> Vec<Check> {
             name: "every proof verified by the soak",
             pass: !o.require_checked || o.proofs_unchecked == 0,
             detail: match (o.proofs_unchecked, o.require_checked) {
-                (0, _) => "every completed proof verified again here (bellperson, the parameter file's key)".into(),
+                (0, _) => "every completed proof verified again here (bellperson with the parameter file's key; filecoin-proofs' verifiers for Filecoin jobs)".into(),
                 (n, true) => format!("{n} proofs could not be verified here although the daemon shares the parameter directory"),
                 (n, false) => format!("{n} proofs not verified here (no parameter file for them; the daemon verified them)"),
             },

@@ -180,5 +180,13 @@ mod tests {
             let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../xtask/soak").join(f);
             workload::Workload::load(&path).unwrap_or_else(|e| panic!("{f}: {e:#}"));
         }
+        // The 32 GiB workload reads its payloads from in32/ beside it (made on
+        // the machine that runs it): here 2 KiB ones stand in for them.
+        let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../xtask/soak/h200-32g.toml")).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(1);
+        kiln_filecoin::sparse::generate_to_dir(2048, &dir.path().join("in32"), &mut rng).unwrap();
+        let w = workload::Workload::parse_in(&text, dir.path()).unwrap_or_else(|e| panic!("h200-32g.toml: {e:#}"));
+        assert!(w.jobs.iter().all(|j| j.filecoin.is_some()));
     }
 }

@@ -191,24 +191,34 @@ async fn one_job(ctx: &Arc<Ctx>, spec_index: usize, rng: &mut StdRng) {
 }
 
 /// Verifies synthetic proofs against the parameter files in `params_dir`
-/// (the files the daemon uses when it shares the directory).
+/// (the files the daemon uses when it shares the directory), and Filecoin
+/// ones with filecoin-proofs' verifiers when the daemon shares this
+/// process's parameter cache.
 #[derive(Clone)]
 pub struct Verifier {
     params_dir: PathBuf,
+    /// Whether the daemon shares this process's environment (the soak
+    /// started it), so the verifying keys of the Filecoin parameters it
+    /// proved with are where filecoin-proofs looks. Not so, a Filecoin
+    /// check could make parameters here from scratch: they go unchecked.
+    filecoin_keys_here: bool,
     /// Parameter files (memory-mapped; only the verifying key is read) by
     /// path; `None` when the file is not here.
     keys: Arc<Mutex<HashMap<PathBuf, Option<Arc<ParamsFile>>>>>,
 }
 
 impl Verifier {
-    pub fn new(params_dir: PathBuf) -> Self {
-        Self { params_dir, keys: Arc::default() }
+    pub fn new(params_dir: PathBuf, filecoin_keys_here: bool) -> Self {
+        Self { params_dir, filecoin_keys_here, keys: Arc::default() }
     }
 
     /// `Some(true)` when `proof` holds one valid 192-byte proof per
     /// partition, each against the public inputs of its witness seed;
     /// `None` when the parameters are not available here.
     pub fn check(&self, spec: &JobSpec, req: &SubmitProofRequest, proof: &[u8]) -> Option<bool> {
+        if let Some(fc) = &spec.filecoin {
+            return self.filecoin_keys_here.then(|| kiln_filecoin::verify::verify(&fc.payload, proof).is_ok());
+        }
         let path = SyntheticJob::srs_spec(spec.circuit, spec.log_size, spec.effective_inputs(), &self.params_dir).path;
         let params = {
             let mut keys = self.keys.lock().expect("verifier lock");

@@ -78,7 +78,7 @@ pub struct Totals {
     pub jobs_unanswered: usize,
     pub jobs_shed: u64,
     pub proofs_completed: u64,
-    /// Proofs the soak verified itself (bellperson's verifier).
+    /// Proofs the soak verified itself (bellperson's verifier; filecoin-proofs' for Filecoin jobs).
     pub proofs_verified_here: u64,
     /// Proofs it could not check (no parameter file here); the daemon
     /// verifies every proof before answering either way.
@@ -210,7 +210,7 @@ pub fn index_md(s: &Summary, plots: &[&str]) -> String {
     );
     let _ = writeln!(
         o,
-        "- proofs: {} completed; {} verified again by the soak (bellperson), {} not checked here (no parameter file); \
+        "- proofs: {} completed; {} verified again by the soak (bellperson; filecoin-proofs for Filecoin jobs), {} not checked here (no parameter file, or a daemon it did not start); \
          the daemon verifies every proof before answering",
         t.proofs_completed, t.proofs_verified_here, t.proofs_not_checked_here
     );

@@ -77,7 +77,7 @@ pub async fn soak(args: Args, root: &Path) -> Result<bool> {
         t0,
         tally: Tally::default(),
         records: tx,
-        verifier: Verifier::new(params_dir.clone()),
+        verifier: Verifier::new(params_dir.clone(), args.connect.is_none()),
         run_id: format!("{started}-{}", std::process::id()),
         next_id: Default::default(),
     });

@@ -12,21 +12,31 @@
 //!
 //! [[job]]
 //! name = "fc-2^16"         # the label in the report
-//! kind = "synthetic"       # KILN_SYNTHETIC; the only kind the soak can build requests for today
+//! kind = "synthetic"       # KILN_SYNTHETIC
 //! circuit = "filecoin-like"
 //! log_size = 16
 //! partitions = 1
 //! priority = "normal"
 //! weight = 1               # relative share of jobs
+//!
+//! [[job]]
+//! name = "porep 32GiB"
+//! kind = "filecoin"        # the proof kind and its fields come from the payload
+//! payload = "in32/porep-c2.json"   # `cargo xtask gen-vanilla`'s file, relative to this file
 //! ```
 //!
-//! Filecoin kinds need real vanilla proofs as payload; they become a new
-//! `kind` here once kiln-filecoin can make them.
+//! A Filecoin job is sent as Curio sends it (the payload's fields are the
+//! request's); its partitions are the payload's. Its answer is checked with
+//! filecoin-proofs' verifier, which reads the verifying key from
+//! `FIL_PROOFS_PARAMETER_CACHE` (with test setups, `KILN_TEST_SETUP_DIR`
+//! too: the daemon the soak starts shares the environment).
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
+use kiln_filecoin::payload::{Payload, PayloadKind};
 use kiln_proto::v1::{Priority, ProofKind, SubmitProofRequest};
 use kiln_synth::workload::WorkloadKind;
 use rand::Rng;
@@ -52,17 +62,42 @@ pub enum Load {
     Open { per_sec: f64, max_outstanding: usize },
 }
 
-/// One entry of the mix.
+/// One entry of the mix. `circuit`, `log_size` and `inputs` describe a
+/// synthetic entry; a Filecoin one has `filecoin` instead.
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobSpec {
     pub name: String,
     pub circuit: WorkloadKind,
     pub log_size: u32,
+    /// Partitions per job (a Filecoin payload's own count).
     pub partitions: u32,
     /// Public inputs per partition (the daemon's default, 4, when 0).
     pub inputs: u32,
     pub priority: Priority,
     pub weight: u32,
+    pub filecoin: Option<Arc<FilecoinJob>>,
+}
+
+/// A Filecoin entry: the payload every job of it sends.
+#[derive(Debug, PartialEq)]
+pub struct FilecoinJob {
+    pub payload: Payload,
+    /// Where it was read from.
+    pub path: PathBuf,
+    /// The parameters' id (what PreloadSRS takes).
+    pub srs_id: String,
+}
+
+impl FilecoinJob {
+    /// Reads a `gen-vanilla` payload and works out its parameters and
+    /// partitions the way the daemon will.
+    fn read(path: &Path) -> Result<(Self, u32)> {
+        let bytes = std::fs::read(path).with_context(|| format!("reading payload {}", path.display()))?;
+        let payload: Payload = serde_json::from_slice(&bytes).with_context(|| format!("payload {}", path.display()))?;
+        let job = kiln_filecoin::job_for_payload(&payload).map_err(|e| anyhow!("payload {}: {e}", path.display()))?;
+        let partitions = job.num_partitions() as u32;
+        Ok((FilecoinJob { srs_id: job.srs().id, payload, path: path.to_path_buf() }, partitions))
+    }
 }
 
 #[derive(Deserialize)]
@@ -88,22 +123,17 @@ struct LoadFile {
 struct JobFile {
     name: String,
     kind: String,
-    #[serde(default = "default_circuit")]
-    circuit: String,
-    log_size: u32,
-    #[serde(default = "one")]
-    partitions: u32,
-    #[serde(default)]
-    inputs: u32,
+    circuit: Option<String>,
+    log_size: Option<u32>,
+    partitions: Option<u32>,
+    inputs: Option<u32>,
+    payload: Option<PathBuf>,
     #[serde(default = "default_priority")]
     priority: String,
     #[serde(default = "one")]
     weight: u32,
 }
 
-fn default_circuit() -> String {
-    "filecoin-like".into()
-}
 fn default_priority() -> String {
     "normal".into()
 }
@@ -112,14 +142,21 @@ fn one() -> u32 {
 }
 
 impl Workload {
-    /// Reads and checks a workload file.
+    /// Reads and checks a workload file (payload paths are relative to it).
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        Self::parse(&text).with_context(|| format!("workload {}", path.display()))
+        let dir = path.parent().unwrap_or(Path::new("."));
+        Self::parse_in(&text, dir).with_context(|| format!("workload {}", path.display()))
     }
 
-    /// Parses and checks workload TOML.
+    /// Parses and checks workload TOML (payload paths relative to the
+    /// current directory).
     pub fn parse(text: &str) -> Result<Self> {
+        Self::parse_in(text, Path::new("."))
+    }
+
+    /// Parses and checks workload TOML, payload paths relative to `dir`.
+    pub fn parse_in(text: &str, dir: &Path) -> Result<Self> {
         let f: File = toml::from_str(text)?;
         let load = match (f.load.clients, f.load.rate_per_min) {
             (Some(c), None) if c > 0 => Load::Closed { clients: c },
@@ -135,24 +172,55 @@ impl Workload {
         }
         let mut jobs = Vec::new();
         for j in f.jobs {
-            if j.kind != "synthetic" {
-                bail!("job {:?}: kind {:?} is not one the soak can build requests for (only \"synthetic\")", j.name, j.kind);
-            }
             if jobs.iter().any(|o: &JobSpec| o.name == j.name) {
                 bail!("job name {:?} is used twice", j.name);
             }
-            if j.weight == 0 || j.partitions == 0 || !(2..=28).contains(&j.log_size) {
-                bail!("job {:?}: weight and partitions must be >= 1 and log_size in 2..=28", j.name);
-            }
-            jobs.push(JobSpec {
-                circuit: j.circuit.parse().map_err(anyhow::Error::msg).with_context(|| format!("job {:?}", j.name))?,
-                priority: parse_priority(&j.priority).with_context(|| format!("job {:?}", j.name))?,
-                name: j.name,
-                log_size: j.log_size,
-                partitions: j.partitions,
-                inputs: j.inputs,
-                weight: j.weight,
-            });
+            let (name, weight) = (j.name.clone(), j.weight);
+            let priority = parse_priority(&j.priority).with_context(|| format!("job {name:?}"))?;
+            let spec = match j.kind.as_str() {
+                "synthetic" => {
+                    let (log_size, partitions) = (j.log_size.unwrap_or(0), j.partitions.unwrap_or(1));
+                    if j.payload.is_some() {
+                        bail!("job {name:?}: a synthetic job takes no payload");
+                    }
+                    if weight == 0 || partitions == 0 || !(2..=28).contains(&log_size) {
+                        bail!("job {name:?}: weight and partitions must be >= 1 and log_size in 2..=28");
+                    }
+                    let circuit = j.circuit.as_deref().unwrap_or("filecoin-like");
+                    JobSpec {
+                        circuit: circuit.parse().map_err(anyhow::Error::msg).with_context(|| format!("job {name:?}"))?,
+                        log_size,
+                        partitions,
+                        inputs: j.inputs.unwrap_or(0),
+                        filecoin: None,
+                        name,
+                        priority,
+                        weight,
+                    }
+                }
+                "filecoin" => {
+                    let Some(payload) = &j.payload else { bail!("job {name:?}: a filecoin job needs payload = \"FILE\" (cargo xtask gen-vanilla)") };
+                    if j.circuit.is_some() || j.log_size.is_some() || j.partitions.is_some() || j.inputs.is_some() {
+                        bail!("job {name:?}: a filecoin job's circuit, log_size, partitions and inputs come from its payload");
+                    }
+                    if weight == 0 {
+                        bail!("job {name:?}: weight must be >= 1");
+                    }
+                    let (fc, partitions) = FilecoinJob::read(&dir.join(payload)).with_context(|| format!("job {name:?}"))?;
+                    JobSpec {
+                        circuit: WorkloadKind::FilecoinLike,
+                        log_size: 0,
+                        partitions,
+                        inputs: 0,
+                        filecoin: Some(Arc::new(fc)),
+                        name,
+                        priority,
+                        weight,
+                    }
+                }
+                other => bail!("job {name:?}: kind {other:?} is not one the soak can build requests for (\"synthetic\" or \"filecoin\")"),
+            };
+            jobs.push(spec);
         }
         let mut daemon_settings = Vec::new();
         flatten("", f.daemon, &mut daemon_settings)?;
@@ -203,6 +271,9 @@ impl JobSpec {
     /// The request for one job of this entry; `seed` picks the witnesses
     /// (partition i gets seed + i), so its proofs can be verified here.
     pub fn request(&self, request_id: String, seed: u64) -> SubmitProofRequest {
+        if let Some(fc) = &self.filecoin {
+            return filecoin_request(&fc.payload, request_id, self.priority);
+        }
         SubmitProofRequest {
             request_id,
             proof_kind: ProofKind::KilnSynthetic as i32,
@@ -218,6 +289,9 @@ impl JobSpec {
 
     /// The daemon's id for this entry's parameters (what PreloadSRS takes).
     pub fn srs_id(&self) -> String {
+        if let Some(fc) = &self.filecoin {
+            return fc.srs_id.clone();
+        }
         format!("synthetic-{}-2^{}-{}in", self.circuit.name(), self.log_size, self.effective_inputs())
     }
 
@@ -228,6 +302,34 @@ impl JobSpec {
         } else {
             self.inputs as usize
         }
+    }
+}
+
+/// A payload as the request Curio would send: the payload's fields are the
+/// request's, named alike.
+fn filecoin_request(p: &Payload, request_id: String, priority: Priority) -> SubmitProofRequest {
+    let proof_kind = match p.proof_kind {
+        PayloadKind::PorepSealCommit => ProofKind::PorepSealCommit,
+        PayloadKind::SnapDealsUpdate => ProofKind::SnapDealsUpdate,
+        PayloadKind::WindowPostPartition => ProofKind::WindowPostPartition,
+        PayloadKind::WinningPost => ProofKind::WinningPost,
+    };
+    SubmitProofRequest {
+        request_id,
+        proof_kind: proof_kind as i32,
+        priority: priority as i32,
+        sector_size: p.sector_size,
+        registered_proof: p.registered_proof,
+        vanilla_proof: p.vanilla_proof.clone(),
+        vanilla_proofs: p.vanilla_proofs.clone(),
+        sector_number: p.sector_number,
+        miner_id: p.miner_id,
+        randomness: p.randomness.clone(),
+        partition_index: p.partition_index,
+        comm_r_old: p.comm_r_old.clone(),
+        comm_r_new: p.comm_r_new.clone(),
+        comm_d_new: p.comm_d_new.clone(),
+        ..Default::default()
     }
 }
 
@@ -292,11 +394,52 @@ mod tests {
     }
 
     #[test]
+    fn a_filecoin_job_is_its_payload_sent_as_curio_sends_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        kiln_filecoin::sparse::generate_to_dir(2048, &dir.path().join("in2k"), &mut rng).unwrap();
+        let text = r#"
+            [load]
+            clients = 1
+            [[job]]
+            name = "porep"
+            kind = "filecoin"
+            payload = "in2k/porep-c2.json"
+            [[job]]
+            name = "winning"
+            kind = "filecoin"
+            payload = "in2k/winning-post.json"
+            priority = "critical"
+        "#;
+        let w = Workload::parse_in(text, dir.path()).unwrap();
+        let porep = &w.jobs[0];
+        let fc = porep.filecoin.as_ref().expect("a filecoin entry");
+        assert_eq!(porep.partitions, 1, "a 2 KiB PoRep proof is one partition");
+        assert!(fc.srs_id.starts_with("stacked-proof-of-replication"), "{}", fc.srs_id);
+        let r = porep.request("id-1".into(), 9);
+        assert_eq!((r.proof_kind, r.priority, r.request_id.as_str()), (ProofKind::PorepSealCommit as i32, Priority::Normal as i32, "id-1"));
+        assert_eq!((r.sector_size, r.registered_proof, r.sector_number, r.miner_id), (2048, fc.payload.registered_proof, fc.payload.sector_number, fc.payload.miner_id));
+        assert_eq!(r.vanilla_proof, fc.payload.vanilla_proof);
+        assert_eq!(r.synthetic_log_size, 0, "no synthetic fields");
+        let winning = w.jobs[1].request("id-2".into(), 0);
+        assert_eq!((winning.proof_kind, winning.priority), (ProofKind::WinningPost as i32, Priority::Critical as i32));
+        assert_eq!((winning.vanilla_proofs.len(), winning.randomness.len()), (w.jobs[1].filecoin.as_ref().unwrap().payload.vanilla_proofs.len(), 32));
+        assert!(w.jobs[1].srs_id().starts_with("proof-of-spacetime-fallback"), "{}", w.jobs[1].srs_id());
+        // What a payload fixes cannot be given too; a missing file says which.
+        let e = format!("{:#}", Workload::parse_in(&text.replace("priority = \"critical\"", "log_size = 10"), dir.path()).unwrap_err());
+        assert!(e.contains("come from its payload"), "{e}");
+        let e = format!("{:#}", Workload::parse_in(&text.replace("in2k/porep", "in2k/nope"), dir.path()).unwrap_err());
+        assert!(e.contains("nope-c2.json"), "{e}");
+    }
+
+    #[test]
     fn mistakes_are_errors_that_say_what() {
         let cases = [
             (FILE.replace("clients = 3", "clients = 3\nrate_per_min = 1"), "not both"),
             (FILE.replace("clients = 3", ""), "give clients"),
-            (FILE.replace("kind = \"synthetic\"\n        log_size = 10", "kind = \"porep\"\n        log_size = 10"), "only \"synthetic\""),
+            (FILE.replace("kind = \"synthetic\"\n        log_size = 10", "kind = \"porep\"\n        log_size = 10"), "\"synthetic\" or \"filecoin\""),
+            (FILE.replace("kind = \"synthetic\"\n        log_size = 10", "kind = \"filecoin\"\n        log_size = 10"), "needs payload"),
+            (FILE.replace("log_size = 10", "log_size = 10\n        payload = \"x.json\""), "takes no payload"),
             (FILE.replace("\"HIGH\"", "\"urgent\""), "priority"),
             (FILE.replace("name = \"big\"", "name = \"small\""), "used twice"),
             (FILE.replace("weight = 3", "wieght = 3"), "unknown field"),

@@ -127,7 +127,7 @@ async fn campaign(args: Args) -> Result<bool> {
     let settings: Vec<(String, String)> = SETTINGS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     let seed = args.seed.unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64));
     let mut rng = StdRng::seed_from_u64(seed);
-    let verifier = Verifier::new(params.clone());
+    let verifier = Verifier::new(params.clone(), false);
     eprintln!("kill-loop: {} rounds per signal, seed {seed}, {} (logs in {})", args.iterations, kiln.display(), out.display());
 
     let mut launches = 0usize;
@@ -182,6 +182,7 @@ fn jobs(rng: &mut StdRng, fresh: Option<u32>) -> Vec<JobSpec> {
             inputs: if k == 0 { fresh.unwrap_or(0) } else { 0 },
             priority: kiln_proto::v1::Priority::Normal,
             weight: 1,
+            filecoin: None,
         })
         .collect()
 }
