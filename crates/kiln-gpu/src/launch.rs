@@ -86,6 +86,7 @@ kernels!(
     points_from_raw_g1, points_from_raw_g2,
     fixed_base_g1, fixed_base_g2,
     r1cs_products_u8, r1cs_products_u16, r1cs_products_u32,
+    r1cs_products_warp_u8, r1cs_products_warp_u16, r1cs_products_warp_u32,
     // Pasta (cuda/pasta_kernels.cuh): scalar sides and NTTs per field, points per curve.
     msm_classify_pasta_fp, msm_count_pasta_fp, msm_scatter_pasta_fp,
     msm_classify_pasta_fq, msm_count_pasta_fq, msm_scatter_pasta_fq,

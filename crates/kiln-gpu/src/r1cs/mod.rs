@@ -29,6 +29,15 @@ const LAUNCH_ROWS: usize = 1 << 22;
 /// launch bounds assume).
 const THREADS: u32 = 256;
 
+/// `KILN_R1CS_WARP_ROWS=1`, read once: the products kernel that sums rows
+/// longer than 32 terms with the whole warp (`row_value_warp`), for the
+/// long bit-packing rows of real Filecoin matrices. Off by default until it
+/// is checked and timed against the one-thread-per-row kernel on a GPU.
+fn warp_rows() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("KILN_R1CS_WARP_ROWS").is_ok_and(|v| v == "1"))
+}
+
 /// Coefficient ids of one matrix, at the width of the circuit's table.
 enum Ids {
     U8(CudaSlice<u8>),
@@ -147,10 +156,13 @@ impl GpuDevice {
             }
         }
         let first_bad = s.clone_htod(&[u32::MAX])?;
-        let kernel = match m.width {
-            IdWidth::U8 => &self.k.r1cs_products_u8,
-            IdWidth::U16 => &self.k.r1cs_products_u16,
-            IdWidth::U32 => &self.k.r1cs_products_u32,
+        let kernel = match (m.width, warp_rows()) {
+            (IdWidth::U8, false) => &self.k.r1cs_products_u8,
+            (IdWidth::U16, false) => &self.k.r1cs_products_u16,
+            (IdWidth::U32, false) => &self.k.r1cs_products_u32,
+            (IdWidth::U8, true) => &self.k.r1cs_products_warp_u8,
+            (IdWidth::U16, true) => &self.k.r1cs_products_warp_u16,
+            (IdWidth::U32, true) => &self.k.r1cs_products_warp_u32,
         };
         let csr = |d: &DeviceMatrix| Csr {
             start: raw(&d.start, s),
