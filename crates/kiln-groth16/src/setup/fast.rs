@@ -110,11 +110,10 @@ impl SetupScalars {
         self.h.len() + self.l.len() + self.a.len() + self.b.len()
     }
 
-    /// Host bytes the scalars take (their buffers' capacity, which is what
-    /// is resident).
+    /// Host bytes the scalars take (their lengths: `from_qap` shrinks the
+    /// buffers to them).
     pub fn bytes(&self) -> u64 {
-        let capacity = self.h.capacity() + self.l.capacity() + self.a.capacity() + self.b.capacity();
-        (capacity * std::mem::size_of::<Scalar>()) as u64
+        ((self.g1_points()) * std::mem::size_of::<Scalar>()) as u64
     }
 }
 
