@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
-use kiln_filecoin::payload::{Payload, PayloadKind};
+use kiln_filecoin::payload::Payload;
 use kiln_proto::v1::{Priority, ProofKind, SubmitProofRequest};
 use kiln_synth::workload::WorkloadKind;
 use rand::Rng;
@@ -272,7 +272,7 @@ impl JobSpec {
     /// (partition i gets seed + i), so its proofs can be verified here.
     pub fn request(&self, request_id: String, seed: u64) -> SubmitProofRequest {
         if let Some(fc) = &self.filecoin {
-            return filecoin_request(&fc.payload, request_id, self.priority);
+            return SubmitProofRequest { request_id, priority: self.priority as i32, ..fc.payload.clone().into_request() };
         }
         SubmitProofRequest {
             request_id,
@@ -302,34 +302,6 @@ impl JobSpec {
         } else {
             self.inputs as usize
         }
-    }
-}
-
-/// A payload as the request Curio would send: the payload's fields are the
-/// request's, named alike.
-fn filecoin_request(p: &Payload, request_id: String, priority: Priority) -> SubmitProofRequest {
-    let proof_kind = match p.proof_kind {
-        PayloadKind::PorepSealCommit => ProofKind::PorepSealCommit,
-        PayloadKind::SnapDealsUpdate => ProofKind::SnapDealsUpdate,
-        PayloadKind::WindowPostPartition => ProofKind::WindowPostPartition,
-        PayloadKind::WinningPost => ProofKind::WinningPost,
-    };
-    SubmitProofRequest {
-        request_id,
-        proof_kind: proof_kind as i32,
-        priority: priority as i32,
-        sector_size: p.sector_size,
-        registered_proof: p.registered_proof,
-        vanilla_proof: p.vanilla_proof.clone(),
-        vanilla_proofs: p.vanilla_proofs.clone(),
-        sector_number: p.sector_number,
-        miner_id: p.miner_id,
-        randomness: p.randomness.clone(),
-        partition_index: p.partition_index,
-        comm_r_old: p.comm_r_old.clone(),
-        comm_r_new: p.comm_r_new.clone(),
-        comm_d_new: p.comm_d_new.clone(),
-        ..Default::default()
     }
 }
 

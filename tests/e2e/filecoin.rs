@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use kiln_filecoin::payload::{Payload, PayloadKind};
 use kiln_filecoin::{registered, vanilla, verify};
 use kiln_proto::v1::await_proof_response::Status;
-use kiln_proto::v1::{AwaitProofRequest, AwaitProofResponse, ProofKind, ProveRequest, SubmitProofRequest};
+use kiln_proto::v1::{AwaitProofRequest, AwaitProofResponse, ProveRequest, SubmitProofRequest};
 use rand::SeedableRng;
 use tonic::Code;
 
@@ -70,33 +70,9 @@ pub(crate) fn payload(kind: PayloadKind) -> Payload {
     payloads().iter().find(|p| p.proof_kind == kind).unwrap().clone()
 }
 
-fn wire_kind(k: PayloadKind) -> ProofKind {
-    match k {
-        PayloadKind::PorepSealCommit => ProofKind::PorepSealCommit,
-        PayloadKind::SnapDealsUpdate => ProofKind::SnapDealsUpdate,
-        PayloadKind::WindowPostPartition => ProofKind::WindowPostPartition,
-        PayloadKind::WinningPost => ProofKind::WinningPost,
-    }
-}
-
 /// The SubmitProofRequest Curio would send for `p`.
 pub fn request(p: &Payload, request_id: &str) -> SubmitProofRequest {
-    SubmitProofRequest {
-        request_id: request_id.to_string(),
-        proof_kind: wire_kind(p.proof_kind) as i32,
-        sector_size: p.sector_size,
-        registered_proof: p.registered_proof,
-        vanilla_proof: p.vanilla_proof.clone(),
-        vanilla_proofs: p.vanilla_proofs.clone(),
-        sector_number: p.sector_number,
-        miner_id: p.miner_id,
-        randomness: p.randomness.clone(),
-        partition_index: p.partition_index,
-        comm_r_old: p.comm_r_old.clone(),
-        comm_r_new: p.comm_r_new.clone(),
-        comm_d_new: p.comm_d_new.clone(),
-        ..Default::default()
-    }
+    SubmitProofRequest { request_id: request_id.to_string(), ..p.clone().into_request() }
 }
 
 /// The length of filecoin-proofs' own answer to `p`: its proof length per

@@ -75,6 +75,37 @@ impl Payload {
     }
 }
 
+#[cfg(feature = "wire")]
+impl Payload {
+    /// The SubmitProofRequest this payload describes, as Curio would send
+    /// it (its fields are the request's, named alike); the request id,
+    /// priority and deadline are left for the caller.
+    pub fn into_request(self) -> kiln_proto::v1::SubmitProofRequest {
+        use kiln_proto::v1::ProofKind;
+        let kind = match self.proof_kind {
+            PayloadKind::PorepSealCommit => ProofKind::PorepSealCommit,
+            PayloadKind::SnapDealsUpdate => ProofKind::SnapDealsUpdate,
+            PayloadKind::WindowPostPartition => ProofKind::WindowPostPartition,
+            PayloadKind::WinningPost => ProofKind::WinningPost,
+        };
+        kiln_proto::v1::SubmitProofRequest {
+            proof_kind: kind as i32,
+            sector_size: self.sector_size,
+            registered_proof: self.registered_proof,
+            vanilla_proof: self.vanilla_proof,
+            vanilla_proofs: self.vanilla_proofs,
+            sector_number: self.sector_number,
+            miner_id: self.miner_id,
+            randomness: self.randomness,
+            partition_index: self.partition_index,
+            comm_r_old: self.comm_r_old,
+            comm_r_new: self.comm_r_new,
+            comm_d_new: self.comm_d_new,
+            ..Default::default()
+        }
+    }
+}
+
 mod b64 {
     use base64::Engine as _;
     use serde::{Deserialize, Deserializer, Serializer};

@@ -18,7 +18,7 @@ use crate::config::{default_socket_candidates, Listen};
 
 mod prove;
 
-pub use prove::{from_payload, ProveArgs, ProveKind};
+pub use prove::{ProveArgs, ProveKind};
 
 /// Largest message the client sends or accepts (a 32 GiB PoRep C1 output
 /// is tens of MiB; the daemon's default limit is 512 MiB).

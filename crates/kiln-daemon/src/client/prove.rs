@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use base64::Engine as _;
-use kiln_filecoin::payload::{Payload, PayloadKind};
+use kiln_filecoin::payload::Payload;
 use kiln_proto::v1::await_proof_response::Status;
 use kiln_proto::v1::{AwaitProofRequest, AwaitProofResponse, CancelProofRequest, GetStatusRequest, Priority, ProofKind, SubmitProofRequest};
 use serde_json::Value;
@@ -91,7 +91,7 @@ pub fn request(args: &ProveArgs) -> Result<SubmitProofRequest> {
         (None, Some(path), kind) => {
             let payload: Payload = serde_json::from_slice(&read(path)?)
                 .with_context(|| format!("--payload {}: not a request payload file (as cargo xtask gen-vanilla writes)", path.display()))?;
-            let req = from_payload(payload);
+            let req = payload.into_request();
             if let Some(k) = kind.filter(|k| k.wire() as i32 != req.proof_kind) {
                 bail!("--payload {} holds a {} request, not --kind {k:?}", path.display(), ProofKind::try_from(req.proof_kind).map(|k| k.as_str_name()).unwrap_or("?"));
             }
@@ -153,31 +153,6 @@ pub fn porep_from_c1(data: &[u8], sector_number: u64) -> Result<SubmitProofReque
     });
     req.vanilla_proof = serde_json::to_vec(&envelope)?;
     Ok(req)
-}
-
-/// The request a gen-vanilla payload describes.
-pub fn from_payload(p: Payload) -> SubmitProofRequest {
-    let kind = match p.proof_kind {
-        PayloadKind::PorepSealCommit => ProofKind::PorepSealCommit,
-        PayloadKind::SnapDealsUpdate => ProofKind::SnapDealsUpdate,
-        PayloadKind::WindowPostPartition => ProofKind::WindowPostPartition,
-        PayloadKind::WinningPost => ProofKind::WinningPost,
-    };
-    SubmitProofRequest {
-        proof_kind: kind as i32,
-        sector_size: p.sector_size,
-        registered_proof: p.registered_proof,
-        vanilla_proof: p.vanilla_proof,
-        vanilla_proofs: p.vanilla_proofs,
-        sector_number: p.sector_number,
-        miner_id: p.miner_id,
-        randomness: p.randomness,
-        partition_index: p.partition_index,
-        comm_r_old: p.comm_r_old,
-        comm_r_new: p.comm_r_new,
-        comm_d_new: p.comm_d_new,
-        ..Default::default()
-    }
 }
 
 /// How often the progress line asks the daemon for its queues.
@@ -289,6 +264,8 @@ impl Progress {
 
 #[cfg(test)]
 mod tests {
+    use kiln_filecoin::payload::PayloadKind;
+
     use super::*;
 
     #[test]
@@ -322,7 +299,7 @@ mod tests {
         p.randomness = vec![3; 32];
         p.partition_index = 2;
         p.miner_id = 1000;
-        let r = from_payload(p);
+        let r = p.into_request();
         assert_eq!(r.proof_kind, ProofKind::WindowPostPartition as i32);
         assert_eq!((r.sector_size, r.registered_proof, r.partition_index, r.miner_id), (2048, 10, 2, 1000));
         assert_eq!((r.vanilla_proofs, r.randomness), (vec![vec![1, 2]], vec![3; 32]));

@@ -9,7 +9,7 @@ use kiln_proto::v1::SubmitProofRequest;
 use rand::SeedableRng;
 
 pub fn request(kind: PayloadKind) -> SubmitProofRequest {
-    kiln_daemon::client::from_payload(payload(kind))
+    payload(kind).into_request()
 }
 
 pub fn payload(kind: PayloadKind) -> Payload {
