@@ -246,22 +246,29 @@ fn a_failed_compile_is_retried_and_plain_context_never_caches() {
     assert_eq!(cache.stats().circuits, 0);
 }
 
+/// An admission that takes one of `slots` and gives it back when dropped.
+struct Slot(Arc<AtomicUsize>);
+impl crate::Admission for Slot {}
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A cache admitting a compiled circuit while one of `slots` is free.
+fn cache_with_slots(slots: &Arc<AtomicUsize>) -> CircuitCache {
+    let s = slots.clone();
+    CircuitCache::new(move |_bytes| {
+        s.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).map_err(|_| "no room".to_string())?;
+        Ok(Box::new(Slot(s.clone())) as Box<dyn crate::Admission>)
+    })
+}
+
 #[test]
 fn admission_evicts_the_least_recently_used_then_refuses() {
     // Admit at most one compiled circuit at a time: the held token is the budget.
     let slots = Arc::new(AtomicUsize::new(1));
-    struct Slot(Arc<AtomicUsize>);
-    impl crate::Admission for Slot {}
-    impl Drop for Slot {
-        fn drop(&mut self) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-    let s = slots.clone();
-    let cache = CircuitCache::new(move |_bytes| {
-        s.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).map_err(|_| "no room".to_string())?;
-        Ok(Box::new(Slot(s.clone())) as Box<dyn crate::Admission>)
-    });
+    let cache = cache_with_slots(&slots);
     let circuit = |log| SyntheticCircuit::filling_domain(WorkloadKind::FilecoinLike, log, 1).with_witness(5);
     cache.context("a", usize::MAX).synthesize(|| Ok(circuit(6)), AssignmentBuffers::heap()).unwrap();
     cache.context("b", usize::MAX).synthesize(|| Ok(circuit(7)), AssignmentBuffers::heap()).unwrap();
@@ -273,19 +280,8 @@ fn admission_evicts_the_least_recently_used_then_refuses() {
 
 #[test]
 fn a_circuit_still_held_is_not_dropped_for_memory() {
-    let slots = Arc::new(AtomicUsize::new(0));
-    struct Held(Arc<AtomicUsize>);
-    impl crate::Admission for Held {}
-    impl Drop for Held {
-        fn drop(&mut self) {
-            self.0.fetch_sub(1, Ordering::SeqCst);
-        }
-    }
-    let s = slots.clone();
-    let cache = CircuitCache::new(move |_bytes| {
-        s.fetch_add(1, Ordering::SeqCst);
-        Ok(Box::new(Held(s.clone())) as Box<dyn crate::Admission>)
-    });
+    let slots = Arc::new(AtomicUsize::new(2));
+    let cache = cache_with_slots(&slots);
     let c = SyntheticCircuit::filling_domain(WorkloadKind::FilecoinLike, 6, 1).with_witness(3);
     cache.context("a", usize::MAX).synthesize(|| Ok(c), AssignmentBuffers::heap()).unwrap();
     cache.context("b", usize::MAX).synthesize(|| Ok(c), AssignmentBuffers::heap()).unwrap();
@@ -298,7 +294,7 @@ fn a_circuit_still_held_is_not_dropped_for_memory() {
     assert_eq!(slots.load(Ordering::SeqCst), 1, "a's admission is kept while it is held");
     drop(held);
     assert!(cache.evict_least_recent(None).is_some());
-    assert_eq!((cache.stats().circuits, slots.load(Ordering::SeqCst)), (0, 0));
+    assert_eq!((cache.stats().circuits, slots.load(Ordering::SeqCst)), (0, 2), "a dropped, every slot free");
 }
 
 #[test]
