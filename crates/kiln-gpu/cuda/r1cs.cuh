@@ -112,36 +112,23 @@ __device__ __forceinline__ F row_value_warp(const Csr<Id>& m, uint32_t r, bool l
 
 // Rows [first, end): out_a/b/c[r] = row r of A/B/C times w; *first_bad is
 // lowered to the least row with a*b != c (the host sets it to 0xffffffff).
-template <class F, typename Id>
+// WARP: rows longer than KILN_R1CS_WARP_ROW are summed by their warp
+// (row_value_warp), so no lane leaves before the rows are evaluated.
+template <class F, typename Id, bool WARP>
 __device__ __forceinline__ void r1cs_products(const Csr<Id>& a, const Csr<Id>& b, const Csr<Id>& c,
                                               const F* __restrict__ inputs, const F* __restrict__ aux,
                                               const F* __restrict__ coeffs, F* __restrict__ out_a,
                                               F* __restrict__ out_b, F* __restrict__ out_c, uint32_t first,
                                               uint32_t end, uint32_t* first_bad) {
     const uint32_t r = first + blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= end) return;
-    const F va = row_value(a, r, inputs, aux, coeffs);
-    const F vb = row_value(b, r, inputs, aux, coeffs);
-    const F vc = row_value(c, r, inputs, aux, coeffs);
-    out_a[r] = va;
-    out_b[r] = vb;
-    out_c[r] = vc;
-    if (!(va * vb == vc)) atomicMin(first_bad, r);
-}
-
-// As r1cs_products, with rows longer than KILN_R1CS_WARP_ROW summed by
-// their warp (row_value_warp): no lane returns early.
-template <class F, typename Id>
-__device__ __forceinline__ void r1cs_products_warp(const Csr<Id>& a, const Csr<Id>& b, const Csr<Id>& c,
-                                                   const F* __restrict__ inputs, const F* __restrict__ aux,
-                                                   const F* __restrict__ coeffs, F* __restrict__ out_a,
-                                                   F* __restrict__ out_b, F* __restrict__ out_c, uint32_t first,
-                                                   uint32_t end, uint32_t* first_bad) {
-    const uint32_t r = first + blockIdx.x * blockDim.x + threadIdx.x;
     const bool live = r < end;
-    const F va = row_value_warp(a, r, live, inputs, aux, coeffs);
-    const F vb = row_value_warp(b, r, live, inputs, aux, coeffs);
-    const F vc = row_value_warp(c, r, live, inputs, aux, coeffs);
+    if (!WARP && !live) return;
+    auto value = [&](const Csr<Id>& m) {
+        return WARP ? row_value_warp(m, r, live, inputs, aux, coeffs) : row_value(m, r, inputs, aux, coeffs);
+    };
+    const F va = value(a);
+    const F vb = value(b);
+    const F vc = value(c);
     if (!live) return;
     out_a[r] = va;
     out_b[r] = vb;
@@ -153,25 +140,17 @@ __device__ __forceinline__ void r1cs_products_warp(const Csr<Id>& a, const Csr<I
 // (sm_90a, ptxas 13.0); unbounded it takes 66, which leaves 3 blocks (768
 // threads) per SM to hide the gathers' latency instead of 1024.
 #define KILN_R1CS_THREADS 256
-#define KILN_R1CS_PRODUCTS(name, Id)                                                                          \
+#define KILN_R1CS_PRODUCTS(name, Id, WARP)                                                                    \
     extern "C" __global__ void __launch_bounds__(KILN_R1CS_THREADS, 4) name(Csr<Id> a, Csr<Id> b, Csr<Id> c, const Fr* inputs, \
                                                             const Fr* aux, const Fr* coeffs, Fr* out_a,       \
                                                             Fr* out_b, Fr* out_c, uint32_t first,            \
                                                             uint32_t end, uint32_t* first_bad) {             \
-        r1cs_products<Fr, Id>(a, b, c, inputs, aux, coeffs, out_a, out_b, out_c, first, end, first_bad);     \
+        r1cs_products<Fr, Id, WARP>(a, b, c, inputs, aux, coeffs, out_a, out_b, out_c, first, end, first_bad); \
     }
 
-#define KILN_R1CS_PRODUCTS_WARP(name, Id)                                                                     \
-    extern "C" __global__ void __launch_bounds__(KILN_R1CS_THREADS, 4) name(Csr<Id> a, Csr<Id> b, Csr<Id> c, const Fr* inputs, \
-                                                            const Fr* aux, const Fr* coeffs, Fr* out_a,       \
-                                                            Fr* out_b, Fr* out_c, uint32_t first,            \
-                                                            uint32_t end, uint32_t* first_bad) {             \
-        r1cs_products_warp<Fr, Id>(a, b, c, inputs, aux, coeffs, out_a, out_b, out_c, first, end, first_bad); \
-    }
-
-KILN_R1CS_PRODUCTS(kiln_r1cs_products_u8, uint8_t)
-KILN_R1CS_PRODUCTS(kiln_r1cs_products_u16, uint16_t)
-KILN_R1CS_PRODUCTS(kiln_r1cs_products_u32, uint32_t)
-KILN_R1CS_PRODUCTS_WARP(kiln_r1cs_products_warp_u8, uint8_t)
-KILN_R1CS_PRODUCTS_WARP(kiln_r1cs_products_warp_u16, uint16_t)
-KILN_R1CS_PRODUCTS_WARP(kiln_r1cs_products_warp_u32, uint32_t)
+KILN_R1CS_PRODUCTS(kiln_r1cs_products_u8, uint8_t, false)
+KILN_R1CS_PRODUCTS(kiln_r1cs_products_u16, uint16_t, false)
+KILN_R1CS_PRODUCTS(kiln_r1cs_products_u32, uint32_t, false)
+KILN_R1CS_PRODUCTS(kiln_r1cs_products_warp_u8, uint8_t, true)
+KILN_R1CS_PRODUCTS(kiln_r1cs_products_warp_u16, uint16_t, true)
+KILN_R1CS_PRODUCTS(kiln_r1cs_products_warp_u32, uint32_t, true)
